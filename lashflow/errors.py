@@ -1,0 +1,72 @@
+"""Every error a user can cause is a LashflowError with a stable ``code``.
+
+The CLI renders these as one line ``error[code]: message`` (plus a caret excerpt when a
+source location is known); nothing else should ever reach a user as a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class LashflowError(Exception):
+    """Base class: ``code`` is stable and documented, ``message`` is for humans."""
+
+    code: str = "lashflow_error"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(LashflowError):
+    code = "usage_error"
+
+
+class InputInvalid(LashflowError):
+    """The run input does not fit the process parameters (carries a JSON path)."""
+
+    code = "input_invalid"
+
+
+class UnknownRun(LashflowError):
+    code = "unknown_run"
+
+
+class RunConflict(LashflowError):
+    code = "run_conflict"
+
+
+class DbError(LashflowError):
+    code = "db_error"
+
+
+class LimitExceeded(LashflowError):
+    code = "limit_exceeded"
+
+
+class PluginError(LashflowError):
+    code = "plugin_error"
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """1-based line and column; columns count characters, not bytes."""
+
+    line: int
+    column: int
+
+
+def position_of(source: str, offset: int) -> Position:
+    """Translate a character offset into a 1-based line/column pair."""
+    offset = max(0, min(offset, len(source)))
+    line = source.count("\n", 0, offset) + 1
+    last_newline = source.rfind("\n", 0, offset)
+    return Position(line, offset - last_newline)

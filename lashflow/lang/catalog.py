@@ -1,0 +1,41 @@
+"""The tool catalog the linker checks host calls against.
+
+It is plain data (module path -> operation name -> JSON schemas) so the language knows
+nothing about how tools are implemented; ``lashflow.tools.ToolRegistry.catalog()``
+produces one from the registered tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    name: str
+    input_schema: dict[str, Any] | None = None  # None: any input
+    output_schema: dict[str, Any] | None = None  # None: any output
+    description: str = ""
+
+
+@dataclass(slots=True)
+class Catalog:
+    """``modules["tools"]["quote"]`` is the operation ``tools.quote``."""
+
+    modules: dict[str, dict[str, Operation]] = field(default_factory=dict)
+
+    def add(self, module: str, operation: Operation) -> None:
+        self.modules.setdefault(module, {})[operation.name] = operation
+
+    def operation(self, module: str, name: str) -> Operation | None:
+        return self.modules.get(module, {}).get(name)
+
+    @classmethod
+    def permissive(cls, names: dict[str, list[str]]) -> "Catalog":
+        """A catalog of ``any -> any`` operations, e.g. ``{"tools": ["read", "inc"]}``."""
+        catalog = cls()
+        for module, ops in names.items():
+            for op in ops:
+                catalog.add(module, Operation(op))
+        return catalog
