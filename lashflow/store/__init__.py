@@ -1,0 +1,53 @@
+"""The journal: one ``Store`` interface, SQLite (default) and PostgreSQL backends."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, urlparse
+
+from ..errors import DbError
+from .base import (
+    AttemptRecord, Commit, CompletionRecord, Fenced, RunChange, RunRecord, StepRecord, Store,
+)
+
+DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
+
+__all__ = [
+    "AttemptRecord", "Commit", "CompletionRecord", "Fenced", "RunChange", "RunRecord",
+    "StepRecord", "Store", "open_store", "resolve_db_url",
+]
+
+
+def resolve_db_url(db: str | None) -> str:
+    """``db`` argument, else ``$LASHFLOW_DB``, else ``.lashflow/lashflow.db`` here."""
+    return db or os.environ.get("LASHFLOW_DB") or DEFAULT_DB
+
+
+def open_store(db: str | None = None) -> Store:
+    """Build (not open) the store for a URL or a plain SQLite path."""
+    url = resolve_db_url(db)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore  # imported lazily: keeps `import lashflow` light
+
+        return PostgresStore(url)
+    if url.startswith("sqlite:"):
+        parsed = urlparse(url)
+        if parsed.netloc not in ("", "localhost"):
+            raise DbError(f"bad database URL {url!r}: use sqlite:///relative.db or sqlite:////abs/path.db")
+        path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+        if not path:
+            raise DbError(f"bad database URL {url!r}: it names no file")
+        options = {k.lower(): v[-1] for k, v in parse_qs(parsed.query).items()}
+        synchronous = options.get("synchronous", "full").upper()
+        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise DbError(f"bad database URL {url!r}: synchronous must be full or normal")
+        from .sqlite import SqliteStore
+
+        return SqliteStore(path, synchronous=synchronous)
+    if "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise DbError(f"bad database URL {url!r}: unsupported scheme {scheme!r} "
+                      "(use sqlite:///file.db or postgresql://user@host:port/db)")
+    from .sqlite import SqliteStore
+
+    return SqliteStore(url)

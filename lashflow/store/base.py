@@ -1,0 +1,202 @@
+"""The journal's one interface. Backends (SQLite, PostgreSQL) implement ``Store``.
+
+The store knows nothing of the language: it keeps runs, journal steps, attempts,
+completion keys, signals and blobs as JSON documents keyed by strings. Every write a
+run makes goes through ``commit`` with the run's lease generation, so a worker that lost
+its lease is fenced (``Fenced``) and writes nothing.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import LashflowError
+
+SCHEMA_VERSION = 1
+BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
+
+
+class Fenced(LashflowError):
+    """The run's lease moved to another worker: this worker must stop driving it."""
+
+    code = "lease_lost"
+
+
+@dataclass(slots=True)
+class RunRecord:
+    run_id: str
+    source_hash: str
+    process: str | None
+    input: dict[str, Any]
+    input_hash: str
+    status: str = "queued"
+    result: Any = None
+    error: dict[str, Any] | None = None
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    parent_run_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    lease_owner: str | None = None
+    lease_expires: float = 0.0
+    generation: int = 0
+    cancel_requested: bool = False
+    wake_at: float | None = None
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One journal entry: an effect's identity and (once known) its outcome.
+
+    ``status`` is ``done`` (outcome final), ``pending`` (parked on a key / timer / signal /
+    child, see ``detail``) or ``started`` (a non-idempotent attempt is in flight).
+    """
+
+    run_id: str
+    step_key: str
+    kind: str
+    tool: str | None = None
+    args_hash: str | None = None
+    status: str = "done"
+    outcome: Any = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    seq: int = 0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    run_id: str
+    step_key: str
+    attempt: int
+    status: str  # started | ok | err | failed | cancelled | pending | interrupted
+    code: str | None = None
+    message: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@dataclass(slots=True)
+class RunChange:
+    """A run-row update written in the same transaction as the run's journal writes."""
+
+    status: str
+    result: Any = None
+    error: dict[str, Any] | None = None
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    wake_at: float | None = None
+    release_lease: bool = False
+
+
+@dataclass(slots=True)
+class Commit:
+    """Everything one run writes at one point; committed atomically (and grouped with
+    other runs' commits that are ready at the same moment)."""
+
+    run_id: str
+    generation: int | None  # None: no fencing (admin writes such as cancel)
+    steps: list[StepRecord] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    run: RunChange | None = None
+
+
+@dataclass(slots=True)
+class CompletionRecord:
+    run_id: str
+    step_key: str
+    deadline: float | None = None
+    outcome: Any = None  # None while unresolved
+    resolved_by: str | None = None  # "resolver" | "timeout" | "cancel"
+    resolved_at: float | None = None
+
+
+class Store(abc.ABC):
+    """Async journal storage. All methods are safe to call concurrently."""
+
+    url: str
+
+    @abc.abstractmethod
+    async def open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> "Store":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- identity ----------------------------------------------------------------------
+    @abc.abstractmethod
+    async def secret(self) -> bytes:
+        """The per-database secret (>= 256 random bits) that signs completion keys."""
+
+    @abc.abstractmethod
+    async def put_source(self, source_hash: str, text: str) -> None: ...
+
+    @abc.abstractmethod
+    async def get_source(self, source_hash: str) -> str | None: ...
+
+    # -- runs ------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Insert the run unless ``run_id`` exists; returns (stored row, created)."""
+
+    @abc.abstractmethod
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    @abc.abstractmethod
+    async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]: ...
+
+    @abc.abstractmethod
+    async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
+                    steal_from_dead: bool = True) -> int | None:
+        """Take the run's lease if it is free, ours or expired; returns the new generation."""
+
+    @abc.abstractmethod
+    async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool: ...
+
+    @abc.abstractmethod
+    async def request_cancel(self, run_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def due_runs(self, now: float, limit: int = 100) -> list[str]:
+        """Waiting runs whose timer has fallen due."""
+
+    @abc.abstractmethod
+    async def orphaned_runs(self, now: float) -> list[str]:
+        """Runs marked ``running`` or ``queued`` whose lease has expired or owner died."""
+
+    # -- journal ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        """The run's whole journal in order: read once per resume."""
+
+    @abc.abstractmethod
+    async def commit(self, change: Commit) -> None:
+        """Durably apply ``change``; raises ``Fenced`` if the run's generation moved."""
+
+    # -- completions and signals ---------------------------------------------------------
+    @abc.abstractmethod
+    async def resolve_completion(self, run_id: str, step_key: str, outcome: Any, by: str,
+                                 now: float) -> CompletionRecord:
+        """First writer wins: store ``outcome`` unless already resolved; returns the row as
+        it stands afterwards (compare ``resolved_at`` / ``resolved_by`` to know who won)."""
+
+    @abc.abstractmethod
+    async def set_completion_deadline(self, run_id: str, step_key: str, deadline: float | None) -> None: ...
+
+    @abc.abstractmethod
+    async def get_completion(self, run_id: str, step_key: str) -> CompletionRecord | None: ...
+
+    @abc.abstractmethod
+    async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
+        """Append a signal; returns its 1-based ordinal among signals of that name."""
+
+    @abc.abstractmethod
+    async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]: ...

@@ -1,0 +1,431 @@
+"""SQLite journal on aiosqlite: WAL, one writer connection, IMMEDIATE transactions,
+group commit.
+
+Each aiosqlite call hops to the connection's thread (~0.1 ms), so every operation here is
+ONE hop: a plain function run in that thread that does all its statements at once.
+Concurrent ``commit`` calls queue up while a transaction is being written and are then
+committed together in the next transaction (group commit): many runs share one fsync,
+and each run continues only once its own write is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import time
+from typing import Any, Callable, TypeVar
+
+import aiosqlite
+
+from ..errors import DbError
+from .base import (
+    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, CompletionRecord, Fenced, RunRecord,
+    StepRecord, Store,
+)
+from .leases import owner_is_dead
+
+T = TypeVar("T")
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS sources (hash TEXT PRIMARY KEY, text TEXT NOT NULL)",
+        """CREATE TABLE IF NOT EXISTS runs (
+            run_id TEXT PRIMARY KEY, parent_run_id TEXT, process TEXT, source_hash TEXT NOT NULL,
+            input TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, result TEXT,
+            error TEXT, waiting TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+            lease_owner TEXT, lease_expires REAL NOT NULL DEFAULT 0,
+            generation INTEGER NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0,
+            wake_at REAL)""",
+        "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
+        "CREATE INDEX IF NOT EXISTS runs_by_wake ON runs (wake_at) WHERE wake_at IS NOT NULL",
+        """CREATE TABLE IF NOT EXISTS steps (
+            run_id TEXT NOT NULL, step_key TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+            tool TEXT, args_hash TEXT, status TEXT NOT NULL, outcome TEXT, blob TEXT,
+            detail TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+            PRIMARY KEY (run_id, step_key))""",
+        """CREATE TABLE IF NOT EXISTS attempts (
+            run_id TEXT NOT NULL, step_key TEXT NOT NULL, attempt INTEGER NOT NULL,
+            status TEXT NOT NULL, code TEXT, message TEXT, detail TEXT, started_at REAL,
+            finished_at REAL, PRIMARY KEY (run_id, step_key, attempt))""",
+        """CREATE TABLE IF NOT EXISTS completions (
+            run_id TEXT NOT NULL, step_key TEXT NOT NULL, deadline REAL, outcome TEXT,
+            resolved_by TEXT, resolved_at REAL, PRIMARY KEY (run_id, step_key))""",
+        """CREATE TABLE IF NOT EXISTS signals (
+            run_id TEXT NOT NULL, name TEXT NOT NULL, ordinal INTEGER NOT NULL, payload TEXT,
+            PRIMARY KEY (run_id, name, ordinal))""",
+        "CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, data TEXT NOT NULL)",
+    ],
+}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class SqliteStore(Store):
+    """The embedded default store. ``synchronous`` is ``FULL`` (survives power loss) or
+    ``NORMAL`` (survives a killed process)."""
+
+    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 5.0) -> None:
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.synchronous = synchronous.upper()
+        self.busy_timeout = busy_timeout
+        self._db: aiosqlite.Connection | None = None
+        self._queue: list[tuple[Commit, asyncio.Future[None]]] = []
+        self._flushing = False
+        self._secret: bytes | None = None
+
+    # -- plumbing ----------------------------------------------------------------------
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` in the connection's thread: one hop for many statements."""
+        db = self._db
+        if db is None:
+            raise DbError("the store is not open")
+        try:
+            return await db._execute(fn, db._conn, *args)  # one queue hop, see module doc
+        except sqlite3.OperationalError as exc:
+            raise DbError(f"database error on {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise DbError(f"database error on {self.path}: {exc}") from exc
+
+    async def open(self) -> None:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._db = await aiosqlite.connect(self.path, isolation_level=None,
+                                               timeout=self.busy_timeout)
+        except (OSError, sqlite3.Error) as exc:
+            raise DbError(f"cannot open database {self.path}: {exc}") from exc
+        self._db.daemon = True  # never keep a crashed process alive
+        await self._call(self._setup)
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise DbError(
+                    f"database {self.path} has schema version {version}, newer than this "
+                    f"lashflow supports ({SCHEMA_VERSION}); upgrade lashflow to open it")
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target]:
+                    conn.execute(statement)
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                         (str(SCHEMA_VERSION),))
+            if conn.execute("SELECT 1 FROM meta WHERE key = 'secret'").fetchone() is None:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('secret', ?)",
+                             (secrets.token_bytes(32),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def close(self) -> None:
+        while self._flushing or self._queue:
+            await asyncio.sleep(0.001)
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+
+    # -- identity ----------------------------------------------------------------------
+    async def secret(self) -> bytes:
+        if self._secret is None:
+            def read(conn: sqlite3.Connection) -> bytes:
+                return bytes(conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()[0])
+            self._secret = await self._call(read)
+        return self._secret
+
+    async def put_source(self, source_hash: str, text: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR IGNORE INTO sources (hash, text) VALUES (?, ?)", (source_hash, text))
+        await self._call(write)
+
+    async def get_source(self, source_hash: str) -> str | None:
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT text FROM sources WHERE hash = ?", (source_hash,)).fetchone()
+            return row[0] if row else None
+        return await self._call(read)
+
+    # -- runs ------------------------------------------------------------------------
+    _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
+                    "error, waiting, created_at, updated_at, lease_owner, lease_expires, generation, "
+                    "cancel_requested, wake_at")
+
+    @staticmethod
+    def _run_from_row(row: tuple[Any, ...]) -> RunRecord:
+        return RunRecord(
+            run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
+            input=_loads(row[4]), input_hash=row[5], status=row[6], result=_loads(row[7]),
+            error=_loads(row[8]), waiting=_loads(row[9]) or [], created_at=row[10],
+            updated_at=row[11], lease_owner=row[12], lease_expires=row[13], generation=row[14],
+            cancel_requested=bool(row[15]), wake_at=row[16])
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        def write(conn: sqlite3.Connection) -> tuple[RunRecord, bool]:
+            cursor = conn.execute(
+                f"INSERT OR IGNORE INTO runs ({self._RUN_COLUMNS}) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run.run_id, run.parent_run_id, run.process, run.source_hash, _dumps(run.input),
+                 run.input_hash, run.status, _dumps(run.result), _dumps(run.error),
+                 _dumps(run.waiting), run.created_at, run.updated_at, run.lease_owner,
+                 run.lease_expires, run.generation, int(run.cancel_requested), run.wake_at))
+            created = cursor.rowcount == 1
+            row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run.run_id,)).fetchone()
+            return self._run_from_row(row), created
+        return await self._call(write)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def read(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchone()
+            return self._run_from_row(row) if row else None
+        return await self._call(read)
+
+    async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        def read(conn: sqlite3.Connection) -> list[RunRecord]:
+            sql = f"SELECT {self._RUN_COLUMNS} FROM runs"
+            params: list[Any] = []
+            if status is not None:
+                sql += " WHERE status = ?"
+                params.append(status)
+            sql += " ORDER BY created_at, run_id"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(limit)
+            return [self._run_from_row(row) for row in conn.execute(sql, params)]
+        return await self._call(read)
+
+    async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
+                    steal_from_dead: bool = True) -> int | None:
+        def write(conn: sqlite3.Connection) -> int | None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT lease_owner, lease_expires, generation FROM runs "
+                                   "WHERE run_id = ?", (run_id,)).fetchone()
+                if row is None:
+                    conn.execute("ROLLBACK")
+                    return None
+                holder, expires, generation = row
+                free = (holder is None or holder == owner or expires < now
+                        or (steal_from_dead and owner_is_dead(holder)))
+                if not free:
+                    conn.execute("ROLLBACK")
+                    return None
+                conn.execute("UPDATE runs SET lease_owner = ?, lease_expires = ?, generation = ? "
+                             "WHERE run_id = ?", (owner, now + ttl, generation + 1, run_id))
+                conn.execute("COMMIT")
+                return generation + 1
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return await self._call(write)
+
+    async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute("UPDATE runs SET lease_expires = ? WHERE run_id = ? AND "
+                                  "lease_owner = ? AND generation = ?",
+                                  (now + ttl, run_id, owner, generation))
+            return cursor.rowcount == 1
+        return await self._call(write)
+
+    async def request_cancel(self, run_id: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?", (run_id,))
+        await self._call(write)
+
+    async def due_runs(self, now: float, limit: int = 100) -> list[str]:
+        def read(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute("SELECT run_id FROM runs WHERE status = 'waiting' AND wake_at IS NOT "
+                                "NULL AND wake_at <= ? ORDER BY wake_at LIMIT ?", (now, limit))
+            return [row[0] for row in rows]
+        return await self._call(read)
+
+    async def orphaned_runs(self, now: float) -> list[str]:
+        def read(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
+                                "IN ('running', 'queued') ORDER BY created_at").fetchall()
+            return [run_id for run_id, owner, expires in rows
+                    if owner is None or expires < now or owner_is_dead(owner)]
+        return await self._call(read)
+
+    # -- journal ---------------------------------------------------------------------
+    async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        def read(conn: sqlite3.Connection) -> tuple[list[StepRecord], list[AttemptRecord]]:
+            steps = []
+            for row in conn.execute(
+                    "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
+                    "s.detail, s.seq, s.created_at, s.updated_at FROM steps s LEFT JOIN blobs b "
+                    "ON b.hash = s.blob WHERE s.run_id = ? ORDER BY s.seq", (run_id,)):
+                outcome = row[6] if row[6] is not None else row[5]
+                steps.append(StepRecord(run_id, row[0], row[1], row[2], row[3], row[4],
+                                        _loads(outcome), _loads(row[7]) or {}, row[8], row[9],
+                                        row[10]))
+            attempts = [
+                AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4], _loads(row[5]) or {},
+                              row[6], row[7])
+                for row in conn.execute(
+                    "SELECT step_key, attempt, status, code, message, detail, started_at, "
+                    "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,))]
+            return steps, attempts
+        return await self._call(read)
+
+    async def commit(self, change: Commit) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((change, future))
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().create_task(self._flush())
+        await future
+
+    async def _flush(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    results = await self._call(self._apply, [change for change, _ in batch])
+                except Exception as exc:  # the whole transaction failed: nobody is durable
+                    results = [exc] * len(batch)
+                for (_, future), result in zip(batch, results):
+                    if future.done():
+                        continue
+                    if result is None:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(result)
+        finally:
+            self._flushing = False
+
+    def _apply(self, conn: sqlite3.Connection, changes: list[Commit]) -> list[Exception | None]:
+        results: list[Exception | None] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for change in changes:
+                if change.generation is not None:
+                    row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
+                                       (change.run_id,)).fetchone()
+                    if row is None or row[0] != change.generation:
+                        results.append(Fenced(f"run {change.run_id} is driven by another worker"))
+                        continue
+                self._apply_one(conn, change)
+                results.append(None)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results
+
+    @staticmethod
+    def _apply_one(conn: sqlite3.Connection, change: Commit) -> None:
+        for step in change.steps:
+            outcome = _dumps(step.outcome)
+            blob = None
+            if len(outcome) > BLOB_THRESHOLD:
+                blob = hashlib.sha256(outcome.encode()).hexdigest()
+                conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (blob, outcome))
+                outcome = None
+            conn.execute(
+                "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, outcome, "
+                "blob, detail, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (run_id, step_key) DO UPDATE SET status = excluded.status, "
+                "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
+                "updated_at = excluded.updated_at",
+                (step.run_id, step.step_key, step.seq, step.kind, step.tool, step.args_hash,
+                 step.status, outcome, blob, _dumps(step.detail), step.created_at, step.updated_at))
+        for attempt in change.attempts:
+            conn.execute(
+                "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
+                "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
+                "attempt) DO UPDATE SET status = excluded.status, code = excluded.code, message = "
+                "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
+                (attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
+                 attempt.message, _dumps(attempt.detail), attempt.started_at, attempt.finished_at))
+        if change.run is not None:
+            run = change.run
+            lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
+            conn.execute(
+                f"UPDATE runs SET status = ?, result = ?, error = ?, waiting = ?, wake_at = ?, "
+                f"updated_at = ?{lease} WHERE run_id = ?",
+                (run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
+                 run.wake_at, time.time(), change.run_id))
+
+    # -- completions and signals ---------------------------------------------------------
+    @staticmethod
+    def _completion_from_row(run_id: str, step_key: str, row: tuple[Any, ...]) -> CompletionRecord:
+        return CompletionRecord(run_id, step_key, row[0], _loads(row[1]), row[2], row[3])
+
+    async def resolve_completion(self, run_id: str, step_key: str, outcome: Any, by: str,
+                                 now: float) -> CompletionRecord:
+        def write(conn: sqlite3.Connection) -> CompletionRecord:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
+                             (run_id, step_key))
+                conn.execute("UPDATE completions SET outcome = ?, resolved_by = ?, resolved_at = ? "
+                             "WHERE run_id = ? AND step_key = ? AND resolved_at IS NULL",
+                             (_dumps(outcome), by, now, run_id, step_key))
+                row = conn.execute("SELECT deadline, outcome, resolved_by, resolved_at FROM "
+                                   "completions WHERE run_id = ? AND step_key = ?",
+                                   (run_id, step_key)).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return self._completion_from_row(run_id, step_key, row)
+        return await self._call(write)
+
+    async def set_completion_deadline(self, run_id: str, step_key: str, deadline: float | None) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO completions (run_id, step_key, deadline) VALUES (?, ?, ?) "
+                         "ON CONFLICT (run_id, step_key) DO UPDATE SET deadline = excluded.deadline",
+                         (run_id, step_key, deadline))
+        await self._call(write)
+
+    async def get_completion(self, run_id: str, step_key: str) -> CompletionRecord | None:
+        def read(conn: sqlite3.Connection) -> CompletionRecord | None:
+            row = conn.execute("SELECT deadline, outcome, resolved_by, resolved_at FROM completions "
+                               "WHERE run_id = ? AND step_key = ?", (run_id, step_key)).fetchone()
+            return self._completion_from_row(run_id, step_key, row) if row else None
+        return await self._call(read)
+
+    async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT COALESCE(MAX(ordinal), 0) FROM signals WHERE run_id = ? "
+                                   "AND name = ?", (run_id, name)).fetchone()
+                ordinal = row[0] + 1
+                conn.execute("INSERT INTO signals (run_id, name, ordinal, payload) VALUES (?,?,?,?)",
+                             (run_id, name, ordinal, _dumps(payload)))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return ordinal
+        return await self._call(write)
+
+    async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]:
+        def read(conn: sqlite3.Connection) -> tuple[bool, Any]:
+            row = conn.execute("SELECT payload FROM signals WHERE run_id = ? AND name = ? AND "
+                               "ordinal = ?", (run_id, name, ordinal)).fetchone()
+            return (True, _loads(row[0])) if row else (False, None)
+        return await self._call(read)
