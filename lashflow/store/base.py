@@ -43,6 +43,7 @@ class RunRecord:
     generation: int = 0
     cancel_requested: bool = False
     wake_at: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # where tools came from, for resume
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ _MIGRATIONS: dict[int, list[str]] = {
             error TEXT, waiting TEXT, created_at REAL NOT NULL, updated_at REAL NOT NULL,
             lease_owner TEXT, lease_expires REAL NOT NULL DEFAULT 0,
             generation INTEGER NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0,
-            wake_at REAL)""",
+            wake_at REAL, meta TEXT)""",
         "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
         "CREATE INDEX IF NOT EXISTS runs_by_wake ON runs (wake_at) WHERE wake_at IS NOT NULL",
         """CREATE TABLE IF NOT EXISTS steps (
@@ -164,7 +164,7 @@ class SqliteStore(Store):
     # -- runs ------------------------------------------------------------------------
     _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
                     "error, waiting, created_at, updated_at, lease_owner, lease_expires, generation, "
-                    "cancel_requested, wake_at")
+                    "cancel_requested, wake_at, meta")
 
     @staticmethod
     def _run_from_row(row: tuple[Any, ...]) -> RunRecord:
@@ -173,17 +173,19 @@ class SqliteStore(Store):
             input=_loads(row[4]), input_hash=row[5], status=row[6], result=_loads(row[7]),
             error=_loads(row[8]), waiting=_loads(row[9]) or [], created_at=row[10],
             updated_at=row[11], lease_owner=row[12], lease_expires=row[13], generation=row[14],
-            cancel_requested=bool(row[15]), wake_at=row[16])
+            cancel_requested=bool(row[15]), wake_at=row[16],
+            meta=_loads(row[17]) or {})
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         def write(conn: sqlite3.Connection) -> tuple[RunRecord, bool]:
             cursor = conn.execute(
                 f"INSERT OR IGNORE INTO runs ({self._RUN_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run.run_id, run.parent_run_id, run.process, run.source_hash, _dumps(run.input),
                  run.input_hash, run.status, _dumps(run.result), _dumps(run.error),
                  _dumps(run.waiting), run.created_at, run.updated_at, run.lease_owner,
-                 run.lease_expires, run.generation, int(run.cancel_requested), run.wake_at))
+                 run.lease_expires, run.generation, int(run.cancel_requested), run.wake_at,
+                 _dumps(run.meta)))
             created = cursor.rowcount == 1
             row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run.run_id,)).fetchone()

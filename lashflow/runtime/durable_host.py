@@ -1,0 +1,337 @@
+"""The durable host: the interpreter's effect seam backed by the journal.
+
+Every effect has a step key. If the journal (read once per resume) holds the step's
+outcome, the host returns it without running anything; otherwise it runs the effect for
+real and commits its outcome before the interpreter moves on. Waits (completion keys,
+sleeps, signals, child runs) raise ``Parked``: the run stops where it stands and is
+re-driven later by replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LashflowError
+from ..store import AttemptRecord, Commit, StepRecord
+from . import effects as fx
+from .canonical import canonical_json, diff_paths, digest
+from .outcome import SETTLED, Wait
+
+if TYPE_CHECKING:
+    from .engine import Engine, _RunContext
+
+MAX_DETAIL_ARGS = 4096  # arguments above this size are kept as a hash only
+
+
+class ReplayMismatch(LashflowError):
+    code = "replay_mismatch"
+
+
+class NeedsAttention(LashflowError):
+    code = "needs_attention"
+
+
+class RunCancelled(LashflowError):
+    code = "cancelled"
+
+
+class FailTurn(LashflowError):
+    """A pending completion timed out with ``OnTimeout.FAIL_TURN``: the run fails."""
+
+    code = "tool_completion_timeout"
+
+
+@dataclass(slots=True)
+class _Pending:
+    waits: list[Wait] = field(default_factory=list)
+
+
+class DurableHost:
+    """Performs one run's effects against the journal. One instance per drive."""
+
+    def __init__(self, engine: "Engine", ctx: "_RunContext", steps: list[StepRecord],
+                 attempts: list[AttemptRecord]) -> None:
+        self.engine = engine
+        self.ctx = ctx
+        self.run_id = ctx.run.run_id
+        self.journal: dict[str, StepRecord] = {step.step_key: step for step in steps}
+        self.attempts: dict[str, list[AttemptRecord]] = {}
+        for attempt in attempts:
+            self.attempts.setdefault(attempt.step_key, []).append(attempt)
+        self.seq = max((step.seq for step in steps), default=0) + 1
+        self.prints: list[str] = []
+        self.effects = 0
+        self.steps_done = 0
+
+    # -- journal helpers -----------------------------------------------------------------
+    def _new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
+                  outcome: Any, detail: dict[str, Any] | None = None) -> StepRecord:
+        now = self.engine.clock.now()
+        detail = dict(detail or {})
+        args_hash = None
+        if args is not None:
+            text = canonical_json(args)
+            args_hash = digest(args)
+            if len(text) <= MAX_DETAIL_ARGS:
+                detail["args"] = args
+        record = StepRecord(self.run_id, key, kind, tool, args_hash, status, outcome, detail,
+                            self.seq, now, now)
+        self.seq += 1
+        self.journal[key] = record
+        return record
+
+    async def commit(self, steps: list[StepRecord] = (), attempts: list[AttemptRecord] = ()) -> None:  # type: ignore[assignment]
+        await self.engine.store.commit(Commit(self.run_id, self.ctx.generation, list(steps),
+                                              list(attempts)))
+
+    def _check_replay(self, record: StepRecord, kind: str, tool: str | None, args: Any) -> None:
+        """A recorded step must be what the code asks now; otherwise stop, never re-run."""
+        args_hash = digest(args) if args is not None else None
+        if record.kind == kind and record.tool == tool and record.args_hash == args_hash:
+            return
+        parts = []
+        if record.kind != kind:
+            parts.append(f"kind {record.kind} -> {kind}")
+        if record.tool != tool:
+            parts.append(f"tool {record.tool} -> {tool}")
+        paths: list[str] = []
+        if record.args_hash != args_hash:
+            old = record.detail.get("args")
+            paths = diff_paths(old, args) if old is not None and args is not None else ["$"]
+            parts.append("arguments differ at " + ", ".join(paths))
+        raise ReplayMismatch(
+            f"replay mismatch at step {record.step_key}: the journal recorded "
+            f"{record.kind} {record.tool or ''}".rstrip() + f" but the code now asks "
+            f"{kind} {tool or ''}".rstrip() + f" ({'; '.join(parts)})",
+            step=record.step_key, paths=paths)
+
+    def _check_cancel(self) -> None:
+        if self.ctx.cancel_requested:
+            raise RunCancelled("lashlang process was cancelled")
+
+    # -- the seam --------------------------------------------------------------------------
+    async def perform(self, effect: fx.Effect) -> Any:
+        self.effects += 1
+        limit = self.engine.limits.max_effects
+        if self.effects > limit:
+            from ..errors import LimitExceeded
+            raise LimitExceeded(f"the run performed more than {limit} effects")
+        kind = type(effect)
+        if kind is fx.ToolCall:
+            self._check_cancel()
+            return await self._tool_call(effect)  # type: ignore[arg-type]
+        if kind is fx.Finish or kind is fx.Fail:
+            return effect.value  # type: ignore[union-attr]
+        self._check_cancel()
+        handler = _HANDLERS[kind]
+        return await handler(self, effect)
+
+    # -- tool calls ------------------------------------------------------------------------
+    async def _tool_call(self, call: fx.ToolCall) -> Any:
+        return (await self._tool_calls([call]))[0]
+
+    async def _tool_batch(self, batch: fx.ToolBatch) -> list[Any]:
+        return await self._tool_calls(batch.calls)
+
+    async def _tool_calls(self, calls: list[fx.ToolCall]) -> list[Any]:
+        """Replay recorded members, run the rest concurrently, park if any is pending."""
+        from .values import from_json, to_json
+
+        results: list[Any] = [None] * len(calls)
+        to_run: list[tuple[int, fx.ToolCall, Any, StepRecord | None]] = []
+        waits: list[Wait] = []
+        for index, call in enumerate(calls):
+            tool = f"{call.module}.{call.operation}"
+            payload = to_json(call.input)
+            record = self.journal.get(call.step)
+            if record is None:
+                to_run.append((index, call, payload, None))
+                continue
+            self._check_replay(record, "tool", tool, payload)
+            if record.status == "done":
+                results[index] = from_json(record.outcome["wrapper"])
+                self.steps_done += 1
+            elif record.status == "pending":
+                answer = await self._pending_answer(record)
+                if answer is _PARK:
+                    waits.append(self._completion_wait(record))
+                else:
+                    results[index] = answer
+            else:  # "started": an attempt was interrupted by a crash
+                to_run.append((index, call, payload, record))
+        if to_run:
+            outcomes = await asyncio.gather(*(
+                self.engine.tool_runner.run_step(self, call, payload, record)
+                for _, call, payload, record in to_run))
+            for (index, call, _, _), answer in zip(to_run, outcomes):
+                if answer is _PARK:
+                    waits.append(self._completion_wait(self.journal[call.step]))
+                else:
+                    results[index] = answer
+        if waits:
+            raise fx.Parked(waits)
+        return results
+
+    def _completion_wait(self, record: StepRecord) -> Wait:
+        key = record.detail.get("key", "")
+        return Wait(kind="completion", step=record.step_key, tool=record.tool, key=key,
+                    until=record.detail.get("deadline"),
+                    resolve=f"lashflow complete {key} --result '<json>' --resume")
+
+    async def _pending_answer(self, record: StepRecord) -> Any:
+        """The outcome of a parked tool call if it is resolved (or timed out) by now."""
+        completion = await self.engine.store.get_completion(self.run_id, record.step_key)
+        now = self.engine.clock.now()
+        deadline = record.detail.get("deadline")
+        if (completion is None or completion.resolved_at is None) and deadline is not None \
+                and now >= deadline:
+            completion = await self.engine.store.resolve_completion(
+                self.run_id, record.step_key, None, "timeout", now)
+        if completion is None or completion.resolved_at is None:
+            return _PARK
+        return await self.engine.tool_runner.finish_pending(self, record, completion)
+
+    # -- processes ---------------------------------------------------------------------------
+    async def _start(self, effect: fx.StartProcess) -> Any:
+        from .values import to_json
+
+        args = to_json(effect.args)
+        record = self.journal.get(effect.step)
+        request = {"process": effect.process, "args": args}
+        if record is not None:
+            self._check_replay(record, "start", effect.process, request)
+            child_id = record.outcome["id"]
+        else:
+            child_id = self.engine.child_run_id(self.run_id, effect.step)
+            await self.engine.create_child(self.ctx, child_id, effect.process, args)
+            record = self._new_step(effect.step, "start", effect.process, request, "done",
+                                    {"__handle__": "process", "id": child_id})
+            await self.commit([record])
+        self.engine.spawn_child(child_id)
+        return {"__handle__": "process", "id": child_id}
+
+    async def _await(self, effect: fx.AwaitHandle) -> Any:
+        from .values import from_json
+
+        record = self.journal.get(effect.step)
+        handle = effect.handle
+        child_id = handle.get("id") if isinstance(handle, dict) else None
+        if record is not None and record.status == "done":
+            self._check_replay(record, "await", None, {"handle": child_id})
+            return from_json(record.outcome)
+        if not isinstance(child_id, str):
+            answer = {"ok": False, "error": "expected handle record"}
+        else:
+            outcome = await self.engine.join_child(child_id)
+            if outcome is None:
+                raise fx.Parked([Wait(kind="child", step=effect.step, child_run_id=child_id,
+                                      resolve=f"lashflow resume {child_id}")])
+            answer = outcome
+        record = self._new_step(effect.step, "await", None, {"handle": child_id}, "done", answer)
+        await self.commit([record])
+        return from_json(answer)
+
+    async def _cancel(self, effect: fx.CancelHandle) -> Any:
+        handle = effect.handle
+        child_id = handle.get("id") if isinstance(handle, dict) else None
+        if effect.step in self.journal:
+            return None
+        if not isinstance(child_id, str):
+            from .values import LashRuntimeError
+            raise LashRuntimeError("ValueError", "cancel failed: expected a process handle",
+                                   effect.span)
+        await self.engine.cancel(child_id)
+        await self.commit([self._new_step(effect.step, "cancel", None, {"handle": child_id},
+                                          "done", None)])
+        return None
+
+    # -- observations ----------------------------------------------------------------------
+    async def _observe(self, effect: fx.Observe) -> Any:
+        from .values import to_json
+
+        if effect.kind == "print":
+            self.prints.append(effect.text)
+        record = self.journal.get(effect.step)
+        if record is not None:
+            return None
+        record = self._new_step(effect.step, effect.kind, None, None, "done",
+                                {"value": to_json(effect.value), "text": effect.text})
+        await self.commit([record])
+        return None
+
+    # -- time and signals ----------------------------------------------------------------
+    async def _sleep(self, effect: fx.SleepEffect) -> Any:
+        from .timeparse import sleep_deadline
+
+        record = self.journal.get(effect.step)
+        now = self.engine.clock.now()
+        if record is None:
+            wake_at = sleep_deadline(effect.mode, effect.value, now, effect.span)
+            record = self._new_step(effect.step, "sleep", None, None, "pending", None,
+                                    {"wake_at": wake_at, "mode": effect.mode})
+            await self.commit([record])
+        if record.status == "done":
+            return None
+        wake_at = record.detail["wake_at"]
+        if now >= wake_at:
+            record.status = "done"
+            record.updated_at = now
+            await self.commit([record])
+            return None
+        raise fx.Parked([Wait(kind="sleep", step=effect.step, until=wake_at,
+                              resolve=f"lashflow resume {self.run_id}")])
+
+    async def _wait_signal(self, effect: fx.WaitSignalEffect) -> Any:
+        from .values import from_json
+
+        record = self.journal.get(effect.step)
+        if record is not None and record.status == "done":
+            return from_json(record.outcome)
+        found, payload = await self.engine.store.get_signal(self.run_id, effect.name,
+                                                            effect.ordinal)
+        if not found:
+            raise fx.Parked([Wait(kind="signal", step=effect.step, signal=effect.name,
+                                  resolve=f"lashflow signal {self.run_id} {effect.name} "
+                                          "--payload '<json>'")])
+        record = self._new_step(effect.step, "wait_signal", effect.name, None, "done", payload)
+        await self.commit([record])
+        return from_json(payload)
+
+    async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
+        from .values import LashRuntimeError, to_json
+
+        if effect.step in self.journal:
+            return None
+        handle = effect.handle
+        target = handle.get("id") if isinstance(handle, dict) and "__handle__" in handle else None
+        if not isinstance(target, str):
+            raise LashRuntimeError("ValueError", "signal_run expects a process handle", effect.span)
+        await self.engine.signal(target, effect.name, to_json(effect.payload))
+        await self.commit([self._new_step(effect.step, "signal_run", effect.name,
+                                          {"run": target}, "done", None)])
+        return None
+
+
+class _ParkMarker:
+    __slots__ = ()
+
+
+_PARK: Any = _ParkMarker()
+
+_HANDLERS: dict[type, Any] = {
+    fx.ToolBatch: DurableHost._tool_batch,
+    fx.StartProcess: DurableHost._start,
+    fx.AwaitHandle: DurableHost._await,
+    fx.CancelHandle: DurableHost._cancel,
+    fx.Observe: DurableHost._observe,
+    fx.SleepEffect: DurableHost._sleep,
+    fx.WaitSignalEffect: DurableHost._wait_signal,
+    fx.SignalRunEffect: DurableHost._signal_run,
+}
+
+PARK = _PARK
+__all__ = ["DurableHost", "ReplayMismatch", "NeedsAttention", "RunCancelled", "FailTurn", "PARK",
+           "SETTLED", "time"]

@@ -1,0 +1,546 @@
+"""The ``Engine``: the public Python API that starts, drives, resumes and inspects runs.
+
+One engine drives many runs at once in one event loop. Driving a run means: take its
+lease, read its journal once, re-run the interpreter from the start with the durable host
+(recorded effects replay, the first unrecorded one runs for real) and write how it ended:
+settled, or parked on waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import InputInvalid, LashflowError, LimitExceeded, RunConflict, UnknownRun, UsageError
+from ..store import Commit, Fenced, RunChange, RunRecord, open_store
+from ..store.leases import new_owner_id
+from . import effects as fx
+from .canonical import canonical_json, digest
+from .durable_host import DurableHost, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
+from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
+
+LEASE_TTL = 30.0
+
+
+@dataclass(slots=True)
+class EngineLimits:
+    max_effects: int = 100_000
+
+
+@dataclass(slots=True)
+class _Compiled:
+    module: Any
+    program: Any
+    source_hash: str
+
+
+@dataclass(slots=True)
+class _RunContext:
+    run: RunRecord
+    generation: int
+    compiled: _Compiled
+    cancel_requested: bool = False
+    retry_interrupted: bool = False
+
+
+@dataclass(slots=True)
+class RunHandle:
+    run_id: str
+    task: asyncio.Task[RunOutcome] | None = field(default=None, repr=False)
+
+    async def result(self) -> RunOutcome:
+        if self.task is None:
+            raise UsageError("this handle has no run being driven")
+        return await self.task
+
+
+def source_digest(source: str) -> str:
+    return "sha256:" + hashlib.sha256(source.encode()).hexdigest()
+
+
+class _SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class Engine:
+    """``async with Engine(db=...) as engine: outcome = await engine.run("flow.lash")``."""
+
+    def __init__(self, db: str | None = None, tools: Iterable[Any] = (), modules: Iterable[str] = (),
+                 plugins: Any = None, retry: Any = None, model_provider: Any = None,
+                 clock: Any = None, *, concurrency: int = 64, limits: Any = None,
+                 lease_ttl: float = LEASE_TTL) -> None:
+        self.db = db
+        self._initial_tools = list(tools)
+        self._initial_modules = [str(m) for m in modules]
+        self.plugins = plugins
+        self.default_retry = retry
+        self.model_provider = model_provider
+        self.clock = clock or _SystemClock()
+        self.concurrency = concurrency
+        self.limits = limits or EngineLimits()
+        self.vm_limits: Any = None
+        self.lease_ttl = lease_ttl
+        self.owner = new_owner_id()
+        self.store = open_store(db)
+        self._compiled: dict[str, _Compiled] = {}
+        self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
+        self._active: dict[str, _RunContext] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+        self._loaded_modules: set[str] = set()
+        self._opened = False
+        self.listeners: list[Any] = []
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> "Engine":
+        from .tool_runner import ToolRunner
+
+        await self.store.open()
+        self._opened = True
+        self.tool_runner = ToolRunner(self)
+        for item in self._initial_tools:
+            self.tool_runner.add_tool(item)
+        for module in self._initial_modules:
+            self.load_tools(module)
+        self.tool_runner.validate_plugins(self.plugins)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.store.close()
+        self._opened = False
+
+    def load_tools(self, module_or_path: str) -> None:
+        """Import a tool module (name or ``.py`` path) once and register its tools."""
+        key = str(Path(module_or_path).resolve()) if module_or_path.endswith(".py") else module_or_path
+        if key in self._loaded_modules:
+            return
+        self.tool_runner.load_module(key)
+        self._loaded_modules.add(key)
+
+    # -- compiling ---------------------------------------------------------------------
+    def compile(self, source: str) -> _Compiled:
+        """Parse, link against the registered tools and compile; cached per source text."""
+        source_hash = source_digest(source)
+        compiled = self._compiled.get(source_hash)
+        if compiled is None:
+            from ..lang import link, parse
+            from .compiler import compile_module
+
+            module = link(parse(source), self.tool_runner.catalog())
+            compiled = _Compiled(module, compile_module(module), source_hash)
+            self._compiled[source_hash] = compiled
+        return compiled
+
+    def _read_source(self, source_or_path: str | os.PathLike[str]) -> tuple[str, str | None]:
+        if isinstance(source_or_path, os.PathLike) or (
+                isinstance(source_or_path, str) and source_or_path.endswith(".lash")
+                and "\n" not in source_or_path):
+            path = Path(source_or_path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise UsageError(f"no such file: {path}", code="file_not_found") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"cannot read {path}: {exc}") from None
+            beside = path.with_suffix(".py")
+            if beside.exists():
+                self.load_tools(str(beside))
+            return text, str(path)
+        return str(source_or_path), None
+
+    @staticmethod
+    def _entry(module: Any, process: str | None) -> Any:
+        if process is not None:
+            decl = module.process(process)
+            if decl is None:
+                names = ", ".join(p.name for p in module.processes) or "none"
+                raise UsageError(f"no process `{process}` in this file (processes: {names})")
+            return decl
+        if module.main:
+            return None
+        if len(module.processes) == 1:
+            return module.processes[0]
+        if not module.processes:
+            raise UsageError("the file has no main block and no process to run")
+        names = ", ".join(p.name for p in module.processes)
+        raise UsageError(f"the file has several processes ({names}); choose one with --process")
+
+    # -- starting ---------------------------------------------------------------------------
+    async def create(self, source_or_path: str | os.PathLike[str], process: str | None = None,
+                     input: Any = None, run_id: str | None = None) -> RunRecord:
+        """Validate and store a new run (status ``queued``) without driving it."""
+        from .inputs import check_input
+
+        text, path = self._read_source(source_or_path)
+        compiled = self.compile(text)
+        decl = self._entry(compiled.module, process)
+        data = {} if input is None else input
+        check_input(compiled.module, decl, data, self.tool_runner.resource_types())
+        process_name = decl.name if decl is not None else None
+        input_hash = digest({"process": process_name, "input": data})
+        now = self.clock.now()
+        run = RunRecord(
+            run_id=run_id or f"run_{uuid.uuid4().hex[:16]}", source_hash=compiled.source_hash,
+            process=process_name, input=data, input_hash=input_hash, status="queued",
+            created_at=now, updated_at=now,
+            meta={"file": path, "tool_modules": sorted(self._loaded_modules)})
+        await self.store.put_source(compiled.source_hash, text)
+        stored, created = await self.store.create_run(run)
+        if not created and (stored.source_hash != run.source_hash or stored.input_hash != input_hash):
+            raise RunConflict(f"run {run.run_id} already exists with a different "
+                              f"{'source' if stored.source_hash != run.source_hash else 'input'}")
+        return stored
+
+    async def start(self, source_or_path: str | os.PathLike[str], process: str | None = None,
+                    input: Any = None, run_id: str | None = None) -> RunHandle:
+        run = await self.create(source_or_path, process, input, run_id)
+        return RunHandle(run.run_id, self._spawn(run.run_id))
+
+    async def run(self, source_or_path: str | os.PathLike[str], process: str | None = None,
+                  input: Any = None, run_id: str | None = None) -> RunOutcome:
+        run = await self.create(source_or_path, process, input, run_id)
+        return await self._join(run.run_id)
+
+    def _spawn(self, run_id: str, **options: Any) -> asyncio.Task[RunOutcome]:
+        task = self._tasks.get(run_id)
+        if task is None or task.done():
+            task = asyncio.get_running_loop().create_task(self.drive(run_id, **options))
+            self._tasks[run_id] = task
+        return task
+
+    async def _join(self, run_id: str, **options: Any) -> RunOutcome:
+        task = self._tasks.get(run_id)
+        if task is not None and not task.done():
+            return await asyncio.shield(task)
+        return await self.drive(run_id, **options)
+
+    # -- driving ---------------------------------------------------------------------------
+    async def resume(self, run_id: str, source: str | os.PathLike[str] | None = None, *,
+                     retry_interrupted: bool = False) -> RunOutcome:
+        run = await self._require(run_id)
+        if run.status in SETTLED:
+            return await self.get(run_id)
+        self._load_run_tools(run)
+        return await self._join(run_id, source=source, retry_interrupted=retry_interrupted)
+
+    async def recover(self) -> list[RunOutcome]:
+        """Drive every run whose owner is gone, and every waiting run whose timer is due."""
+        now = self.clock.now()
+        run_ids = await self.store.orphaned_runs(now)
+        run_ids += [r for r in await self.store.due_runs(now, limit=10_000) if r not in run_ids]
+        outcomes = []
+        for run_id in run_ids:
+            run = await self.store.get_run(run_id)
+            if run is not None:
+                self._load_run_tools(run)
+        for outcome in await asyncio.gather(*(self._join(r) for r in run_ids)):
+            outcomes.append(outcome)
+        return outcomes
+
+    def _load_run_tools(self, run: RunRecord) -> None:
+        for module in run.meta.get("tool_modules", []):
+            if module not in self._loaded_modules and (not module.endswith(".py")
+                                                       or os.path.exists(module)):
+                self.load_tools(module)
+
+    async def _require(self, run_id: str) -> RunRecord:
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise UnknownRun(f"no run with id {run_id!r}")
+        return run
+
+    async def drive(self, run_id: str, *, source: str | os.PathLike[str] | None = None,
+                    retry_interrupted: bool = False) -> RunOutcome:
+        async with self._slots:
+            return await self._drive(run_id, source, retry_interrupted)
+
+    async def _drive(self, run_id: str, source: Any, retry_interrupted: bool) -> RunOutcome:
+        run = await self._require(run_id)
+        if run.status in SETTLED:
+            return self._outcome(run)
+        generation = await self.store.claim(run_id, self.owner, self.lease_ttl, self.clock.now())
+        if generation is None:
+            raise LashflowError(f"run {run_id} is being driven by another worker",
+                                code="run_busy")
+        run = await self._require(run_id)
+        if run.status in SETTLED:
+            await self._release(run, generation)
+            return self._outcome(run)
+        if source is not None:
+            text, _ = self._read_source(source)
+            compiled = self.compile(text)
+            if compiled.source_hash != run.source_hash:
+                await self.store.put_source(compiled.source_hash, text)
+        else:
+            text = await self.store.get_source(run.source_hash)
+            if text is None:
+                raise LashflowError(f"run {run_id}: its source is missing from the database",
+                                    code="db_error")
+            compiled = self.compile(text)
+        ctx = _RunContext(run, generation, compiled, cancel_requested=run.cancel_requested,
+                          retry_interrupted=retry_interrupted)
+        self._active[run_id] = ctx
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ctx))
+        try:
+            return await self._execute(ctx)
+        except Fenced:
+            fresh = await self._require(run_id)
+            return self._outcome(fresh)
+        finally:
+            heartbeat.cancel()
+            self._active.pop(run_id, None)
+
+    async def _heartbeat(self, ctx: _RunContext) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            ok = await self.store.renew(ctx.run.run_id, self.owner, ctx.generation, self.lease_ttl,
+                                        self.clock.now())
+            if not ok:
+                return
+
+    async def _release(self, run: RunRecord, generation: int) -> None:
+        await self.store.commit(Commit(run.run_id, generation, run=RunChange(
+            run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True)))
+
+    async def _execute(self, ctx: _RunContext) -> RunOutcome:
+        from .values import LashRuntimeError, to_json
+        from .vm import execute
+
+        run = ctx.run
+        steps, attempts = await self.store.load_journal(run.run_id)
+        host = DurableHost(self, ctx, steps, attempts)
+        if ctx.cancel_requested:
+            return await self._settle_cancelled(ctx, host)
+        if run.status != "running":
+            await self.store.commit(Commit(run.run_id, ctx.generation,
+                                           run=RunChange("running", waiting=[])))
+        compiled = ctx.compiled
+        args = run.input
+        if run.process is not None:
+            from .values import from_json
+
+            args = {k: from_json(v) for k, v in run.input.items()}
+            args = self.tool_runner.bind_resources(compiled.module, run.process, args)
+        else:
+            from .values import from_json
+
+            args = {k: from_json(v) for k, v in run.input.items()}
+        change: RunChange
+        try:
+            result = await execute(compiled.program, host, process=run.process, args=args,
+                                   limits=self.vm_limits)
+            if result.status == "finished":
+                change = RunChange("finished", result=to_json(result.value))
+            else:
+                change = RunChange("failed", error=self._error_json(result.error))
+        except fx.Parked as parked:
+            waits = [w if isinstance(w, Wait) else Wait(**w) for w in parked.waits]
+            sleeps = [w.until for w in waits if w.kind == "sleep" and w.until is not None]
+            change = RunChange("waiting", waiting=[w.to_json() for w in waits],
+                               wake_at=min(sleeps) if sleeps else None)
+        except RunCancelled:
+            return await self._settle_cancelled(ctx, host)
+        except (ReplayMismatch, NeedsAttention) as exc:
+            change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message})
+        except FailTurn as exc:
+            change = RunChange("failed", error={"code": exc.code, "message": exc.message})
+        except LashRuntimeError as exc:
+            change = RunChange("failed", error=self._runtime_error_json(exc, compiled))
+        except LimitExceeded as exc:
+            change = RunChange("failed", error={"code": "limit_exceeded", "message": exc.message})
+        change.release_lease = True
+        await self.store.commit(Commit(run.run_id, ctx.generation, run=change))
+        run.status, run.result, run.error, run.waiting = (change.status, change.result,
+                                                          change.error, change.waiting)
+        outcome = self._outcome(run, prints=host.prints)
+        if change.status in SETTLED and run.parent_run_id:
+            await self._wake_parent(run.parent_run_id)
+        for listener in self.listeners:
+            listener(outcome)
+        return outcome
+
+    def _error_json(self, error: Any) -> dict[str, Any]:
+        if isinstance(error, dict):
+            return error
+        code = getattr(error, "code", "process_failed")
+        message = getattr(error, "message", str(error))
+        return {"code": code, "message": message}
+
+    @staticmethod
+    def _runtime_error_json(exc: Any, compiled: _Compiled) -> dict[str, Any]:
+        from ..errors import position_of
+
+        data = {"code": "runtime_error", "message": exc.message, "kind": exc.kind}
+        span = getattr(exc, "span", None)
+        if span is not None:
+            start = span[0] if isinstance(span, tuple) else getattr(span, "start", 0)
+            pos = position_of(compiled.module.source, start)
+            data["line"], data["column"] = pos.line, pos.column
+        return data
+
+    async def _settle_cancelled(self, ctx: _RunContext, host: DurableHost) -> RunOutcome:
+        await self.tool_runner.cancel_pending(host)
+        change = RunChange("cancelled", error={"code": "cancelled",
+                                               "message": "lashlang process was cancelled"},
+                           release_lease=True)
+        await self.store.commit(Commit(ctx.run.run_id, ctx.generation, run=change))
+        ctx.run.status, ctx.run.error, ctx.run.waiting = "cancelled", change.error, []
+        if ctx.run.parent_run_id:
+            await self._wake_parent(ctx.run.parent_run_id)
+        return self._outcome(ctx.run, prints=host.prints)
+
+    # -- children --------------------------------------------------------------------------
+    @staticmethod
+    def child_run_id(parent_run_id: str, step: str) -> str:
+        return "run_" + hashlib.sha256(f"{parent_run_id}/{step}".encode()).hexdigest()[:24]
+
+    async def create_child(self, ctx: _RunContext, child_id: str, process: str,
+                           args: dict[str, Any]) -> None:
+        now = self.clock.now()
+        run = RunRecord(run_id=child_id, source_hash=ctx.compiled.source_hash, process=process,
+                        input=args, input_hash=digest({"process": process, "input": args}),
+                        status="queued", parent_run_id=ctx.run.run_id, created_at=now,
+                        updated_at=now, meta=ctx.run.meta)
+        await self.store.create_run(run)
+
+    def spawn_child(self, child_id: str) -> None:
+        if child_id not in self._tasks:
+            self._spawn(child_id)
+
+    async def join_child(self, child_id: str) -> Any:
+        """The child's result wrapper once settled, or None if it is parked."""
+        try:
+            outcome = await self._join(child_id)
+        except LashflowError as exc:
+            if exc.code != "run_busy":
+                raise
+            run = await self._require(child_id)
+            outcome = self._outcome(run)
+        return self.child_wrapper(outcome)
+
+    @staticmethod
+    def child_wrapper(outcome: RunOutcome) -> Any:
+        if outcome.status is RunStatus.FINISHED:
+            return {"ok": True, "value": outcome.result}
+        if outcome.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+            return {"ok": False, "error": outcome.error.message if outcome.error else "failed"}
+        return None
+
+    async def _wake_parent(self, parent_id: str) -> None:
+        parent = await self.store.get_run(parent_id)
+        if parent is not None and parent.status == "waiting" and parent_id not in self._active:
+            if any(w.get("kind") == "child" for w in parent.waiting):
+                self._spawn(parent_id)
+
+    # -- outside events ----------------------------------------------------------------------
+    async def complete(self, key: str, result: Any, *, resume: bool = True) -> RunStatus:
+        run_id = await self.tool_runner.deliver_completion(key, result)
+        run = await self._require(run_id)
+        if resume and run.status == "waiting" and run_id not in self._active:
+            self._load_run_tools(run)
+            try:
+                outcome = await self._join(run_id)
+                return outcome.status
+            except LashflowError as exc:
+                if exc.code != "run_busy":
+                    raise
+        return RunStatus((await self._require(run_id)).status)
+
+    async def signal(self, run_id: str, name: str, payload: Any = None, *,
+                     resume: bool = True) -> RunStatus:
+        run = await self._require(run_id)
+        if run.status in SETTLED:
+            raise LashflowError(f"run {run_id} is {run.status}; it takes no signals",
+                                code="run_settled")
+        await self.store.add_signal(run_id, name, payload)
+        if resume and run.status == "waiting" and run_id not in self._active and any(
+                w.get("kind") == "signal" and w.get("signal") == name for w in run.waiting):
+            self._load_run_tools(run)
+            try:
+                return (await self._join(run_id)).status
+            except LashflowError as exc:
+                if exc.code != "run_busy":
+                    raise
+        return RunStatus((await self._require(run_id)).status)
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        run = await self._require(run_id)
+        if run.status in SETTLED:
+            return RunStatus(run.status)
+        await self.store.request_cancel(run_id)
+        active = self._active.get(run_id)
+        if active is not None:
+            active.cancel_requested = True
+            return RunStatus.RUNNING
+        if run.status in ("waiting", "queued", "needs_attention"):
+            self._load_run_tools(run)
+            try:
+                return (await self.drive(run_id)).status
+            except LashflowError as exc:
+                if exc.code != "run_busy":
+                    raise
+        return RunStatus((await self._require(run_id)).status)
+
+    # -- inspection ----------------------------------------------------------------------
+    def _outcome(self, run: RunRecord, prints: list[str] | None = None) -> RunOutcome:
+        return RunOutcome(
+            run_id=run.run_id, status=RunStatus(run.status),
+            result=run.result if run.status == "finished" else None,
+            error=RunError.from_json(run.error),
+            waiting=[Wait.from_json(w) for w in run.waiting] if run.status == "waiting" else [],
+            prints=[self.tool_runner.project(p) for p in prints] if prints else [])
+
+    async def get(self, run_id: str) -> RunOutcome:
+        run = await self._require(run_id)
+        steps, _ = await self.store.load_journal(run_id)
+        prints = [s.outcome["text"] for s in steps if s.kind == "print" and s.outcome]
+        return self._outcome(run, prints=prints)
+
+    async def get_record(self, run_id: str) -> RunRecord:
+        return await self._require(run_id)
+
+    async def list(self, status: str | None = None) -> list[RunOutcome]:
+        return [self._outcome(r) for r in await self.store.list_runs(status)]
+
+    async def steps(self, run_id: str) -> list[StepView]:
+        await self._require(run_id)
+        steps, attempts = await self.store.load_journal(run_id)
+        by_step: dict[str, list[AttemptView]] = {}
+        for a in attempts:
+            by_step.setdefault(a.step_key, []).append(AttemptView(
+                a.attempt, a.status, a.code, a.message, a.started_at, a.finished_at,
+                a.detail.get("usage")))
+        views = []
+        for s in steps:
+            shown = s.outcome
+            if s.kind == "tool" and isinstance(s.outcome, dict):
+                shown = s.outcome.get("wrapper", s.outcome)
+            projected = None if shown is None else self.tool_runner.project(
+                shown.get("value", shown) if isinstance(shown, dict) and shown.get("ok") else shown)
+            views.append(StepView(s.step_key, s.kind, s.tool, s.status, by_step.get(s.step_key, []),
+                                  s.outcome, projected))
+        return views
+
+    async def waiting(self) -> list[tuple[str, Wait]]:
+        out = []
+        for run in await self.store.list_runs("waiting"):
+            out.extend((run.run_id, Wait.from_json(w)) for w in run.waiting)
+        return out
+
+
+__all__ = ["Engine", "RunHandle", "EngineLimits", "source_digest", "canonical_json", "json"]

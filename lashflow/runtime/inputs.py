@@ -1,0 +1,145 @@
+"""Checking a run's input JSON against the process parameters before anything runs.
+
+Missing, extra or ill-typed parameters are refused with ``input_invalid`` and the JSON
+path of the first problem (SPEC 2 item 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputInvalid
+from ..lang import ast
+
+_SCALARS = {
+    "str": "string", "string": "string", "int": "integer", "integer": "integer",
+    "float": "number", "number": "number", "bool": "boolean", "boolean": "boolean",
+    "dict": "object", "object": "object", "any": "any",
+}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def render_type(t: ast.TypeExpr) -> str:
+    """Short human rendering for error messages."""
+    if isinstance(t, ast.TypeName):
+        return t.name
+    if isinstance(t, ast.TypeNull):
+        return "null"
+    if isinstance(t, ast.TypeStringLiteral):
+        return f'"{t.value}"'
+    if isinstance(t, ast.TypeEnum):
+        return "enum[" + ", ".join(f'"{m}"' for m in t.members) + "]"
+    if isinstance(t, ast.TypeList):
+        return f"list[{render_type(t.item)}]"
+    if isinstance(t, ast.TypeUnion):
+        return " | ".join(render_type(m) for m in t.members)
+    if isinstance(t, ast.TypeObject):
+        fields = ", ".join(f"{f.name}: {render_type(f.type)}{'?' if f.optional else ''}"
+                           for f in t.fields)
+        return "{ " + fields + " }"
+    return "any"
+
+
+class InputChecker:
+    """Checks JSON against type expressions, resolving ``type`` declarations by name."""
+
+    def __init__(self, module: ast.Module, resource_types: set[str]) -> None:
+        self.types = {decl.name: decl.type for decl in module.types}
+        self.resource_types = resource_types
+
+    def problem(self, value: Any, t: ast.TypeExpr, path: str, depth: int = 0) -> str | None:
+        if depth > 64:
+            return None
+        if isinstance(t, ast.TypeName):
+            scalar = _SCALARS.get(t.name)
+            if scalar is None:
+                if t.name in self.types:
+                    return self.problem(value, self.types[t.name], path, depth + 1)
+                if t.name in self.resource_types:
+                    return None if isinstance(value, str) else \
+                        f"{path}: expected a module name (string), got {_kind(value)}"
+                return None
+            if scalar == "any":
+                return None
+            if scalar == "integer":
+                ok = (isinstance(value, int) and not isinstance(value, bool)) or (
+                    isinstance(value, float) and value.is_integer())
+            elif scalar == "number":
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = _kind(value) == scalar
+            return None if ok else f"{path}: expected {t.name}, got {_kind(value)}"
+        if isinstance(t, ast.TypeNull):
+            return None if value is None else f"{path}: expected null, got {_kind(value)}"
+        if isinstance(t, ast.TypeStringLiteral):
+            return None if value == t.value else f'{path}: expected "{t.value}"'
+        if isinstance(t, ast.TypeEnum):
+            if isinstance(value, str) and value in t.members:
+                return None
+            return f"{path}: expected one of [{', '.join(t.members)}], got {value!r}"
+        if isinstance(t, ast.TypeList):
+            if not isinstance(value, list):
+                return f"{path}: expected a list, got {_kind(value)}"
+            for index, item in enumerate(value):
+                found = self.problem(item, t.item, f"{path}[{index}]", depth + 1)
+                if found:
+                    return found
+            return None
+        if isinstance(t, ast.TypeUnion):
+            problems = [self.problem(value, m, path, depth + 1) for m in t.members]
+            if any(p is None for p in problems):
+                return None
+            return f"{path}: expected {render_type(t)}, got {_kind(value)}"
+        if isinstance(t, ast.TypeObject):
+            if not isinstance(value, dict):
+                return f"{path}: expected an object, got {_kind(value)}"
+            for f in t.fields:
+                if f.name not in value:
+                    if not f.optional:
+                        return f"{path}: missing required field `{f.name}`"
+                    continue
+                found = self.problem(value[f.name], f.type, f"{path}.{f.name}", depth + 1)
+                if found:
+                    return found
+            return None
+        return None
+
+
+def check_input(module: ast.Module, process: ast.ProcessDecl | None, data: Any,
+                resource_types: set[str]) -> None:
+    """Raise ``InputInvalid`` unless ``data`` is a JSON object fitting the parameters."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputInvalid(f"$: the run input must be a JSON object, got {_kind(data)}", path="$")
+    if process is None:
+        return  # a main block takes its input keys as globals
+    checker = InputChecker(module, resource_types)
+    names = [p.name for p in process.params]
+    for param in process.params:
+        if param.name not in data:
+            raise InputInvalid(f"$.{param.name}: missing parameter `{param.name}` of process "
+                               f"`{process.name}` (expects {render_type(param.type)})",
+                               path=f"$.{param.name}")
+        found = checker.problem(data[param.name], param.type, f"$.{param.name}")
+        if found:
+            raise InputInvalid(found, path=found.split(":", 1)[0])
+    for key in data:
+        if key not in names:
+            raise InputInvalid(f"$.{key}: process `{process.name}` has no parameter `{key}` "
+                               f"(parameters: {', '.join(names) or 'none'})", path=f"$.{key}")
