@@ -240,7 +240,7 @@ class DurableHost:
         if effect.step in self.journal:
             return None
         if not isinstance(child_id, str):
-            from .values import LashRuntimeError
+            from .errors import LashRuntimeError
             raise LashRuntimeError("ValueError", "cancel failed: expected a process handle",
                                    effect.span)
         await self.engine.cancel(child_id)
@@ -301,7 +301,8 @@ class DurableHost:
         return from_json(payload)
 
     async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
-        from .values import LashRuntimeError, to_json
+        from .errors import LashRuntimeError
+        from .values import to_json
 
         if effect.step in self.journal:
             return None

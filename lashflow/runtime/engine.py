@@ -318,7 +318,8 @@ class Engine:
             run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True)))
 
     async def _execute(self, ctx: _RunContext) -> RunOutcome:
-        from .values import LashRuntimeError, to_json
+        from .errors import LashRuntimeError
+        from .values import to_json
         from .vm import execute
 
         run = ctx.run

@@ -15,7 +15,8 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 0.001}
 
 
 def _error(kind: str, value: Any, why: str, span: tuple[int, int]) -> Exception:
-    from .values import LashRuntimeError, stringify
+    from .errors import LashRuntimeError
+    from .values import display as stringify
 
     return LashRuntimeError("ValueError", f"sleep failed: invalid {kind} `{stringify(value)}`: {why}",
                             span)

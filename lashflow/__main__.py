@@ -1,0 +1,5 @@
+"""``python -m lashflow`` is the ``lashflow`` command."""
+
+from .cli import main
+
+main()
