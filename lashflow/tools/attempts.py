@@ -1,0 +1,312 @@
+"""Attempts and retries (SPEC 3.5): one journal entry per attempt, backoff inside the call.
+
+``run_attempts`` is the whole life of one call up to a final (or pending) outcome. It
+needs no language and no store: the journal and the clock are injected, and the first
+attempt number comes from the journal so a crash resumes with the next attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lashflow.tools.clock import Clock
+from lashflow.tools.context import ToolCall, ToolContext
+from lashflow.tools.definition import RegisteredTool
+from lashflow.tools.keys import KeyRing
+from lashflow.tools.models import ModelProvider
+from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
+from lashflow.tools.results import ResultKind, ToolResult
+from lashflow.tools.retry import RetryPolicy
+
+__all__ = [
+    "AttemptJournal", "CallEnv", "MemoryJournal", "NullJournal", "RetryPolicy", "Slots", "run_attempts",
+]
+
+CANCELLED_MESSAGE = "tool call cancelled"
+MISSING_KEY_MESSAGE = "tool returned Pending without first obtaining a completion key"
+
+
+class AttemptJournal(Protocol):
+    """Where attempts are recorded (the lead's store implements this per run).
+
+    ``attempt_started``: with ``durable=True`` (non-idempotent tool) it must be committed
+    before returning, because ``execute`` runs right after; with ``durable=False`` it may
+    be buffered and written with the outcome.
+
+    ``attempt_finished``: the outcome must be durable before returning. ``outcome.final``
+    marks the call's outcome. A second record for the same (step, attempt) replaces the
+    first: it happens when a cancel ends a retry delay (the failure becomes cancelled)
+    and when a pending attempt is settled by its resolution.
+    """
+
+    async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None: ...
+
+    async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None: ...
+
+
+class NullJournal:
+    """Records nothing (one-off calls, benchmarks)."""
+
+    async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
+        return None
+
+    async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class AttemptEntry:
+    step_key: str
+    attempt: int
+    started_at: float | None = None
+    durable_start: bool = False
+    outcome: ToolOutcome | None = None
+
+
+class MemoryJournal:
+    """An in-memory journal: entries in order, for tests and non-durable use."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, int], AttemptEntry] = {}
+
+    async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
+        self.entries[(step_key, attempt)] = AttemptEntry(step_key, attempt, at, durable)
+
+    async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
+        entry = self.entries.setdefault((step_key, attempt), AttemptEntry(step_key, attempt, outcome.started_at))
+        entry.outcome = outcome
+
+    def attempts(self, step_key: str) -> list[AttemptEntry]:
+        return [e for (step, _), e in self.entries.items() if step == step_key]
+
+    def next_attempt(self, step_key: str) -> int:
+        """1 + the highest attempt recorded (started, even if interrupted, or finished)."""
+        return 1 + max((e.attempt for e in self.attempts(step_key)), default=0)
+
+
+@dataclass(slots=True)
+class CallEnv:
+    """Everything about one call that is not the tool or its input."""
+
+    run_id: str = "local"
+    step_key: str = "0"
+    keys: KeyRing | None = None
+    model_provider: ModelProvider | None = None
+    projector: Any = None
+    cancel: asyncio.Event | None = None
+    limiter: "Slots | None" = None
+    cancel_grace: float = 0.05
+
+
+_GRACE_EXPIRED = object()
+
+
+def _drain(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def _first(*aws: asyncio.Future[Any]) -> None:
+    await asyncio.wait(aws, return_when=asyncio.FIRST_COMPLETED)
+
+
+async def _run_with_grace(coro: Any, cancel: asyncio.Event, clock: Clock, grace: float) -> Any:
+    """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then abandon it."""
+    task = asyncio.ensure_future(coro)
+    helpers: list[asyncio.Future[Any]] = []
+    try:
+        if not cancel.is_set():
+            helpers.append(asyncio.ensure_future(cancel.wait()))
+            await _first(task, helpers[-1])
+        if not task.done():
+            helpers.append(asyncio.ensure_future(clock.sleep(grace)))
+            await _first(task, helpers[-1])
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_drain)
+            return _GRACE_EXPIRED
+        return task.result()
+    except asyncio.CancelledError:
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_drain)
+        raise
+    finally:
+        for helper in helpers:
+            helper.cancel()
+
+
+async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Clock) -> tuple[ToolResult, str | None]:
+    """Run ``execute`` once; every way it can end becomes a ``ToolResult``."""
+    try:
+        if env.cancel is None:
+            returned = await tool.execute(call)
+        else:
+            returned = await _run_with_grace(tool.execute(call), env.cancel, clock, env.cancel_grace)
+            if returned is _GRACE_EXPIRED:
+                return ToolResult.cancelled(CANCELLED_MESSAGE), None
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # we are being cancelled ourselves: not the tool's outcome
+        return ToolResult.cancelled(CANCELLED_MESSAGE), None
+    except Exception as exc:
+        text = "".join(traceback.format_exception(exc))
+        return ToolResult.retryable_failure(str(exc) or type(exc).__name__, code="tool_exception"), text
+    try:
+        return ToolResult.coerce(returned), None
+    except Exception as exc:
+        return ToolResult.failure(f"tool output is not JSON data: {exc}", code="tool_output_invalid"), None
+
+
+def _classify(
+    result: ToolResult, tb: str | None, ctx: ToolContext, policy: RetryPolicy, started: float, finished: float
+) -> ToolOutcome:
+    fields: dict[str, Any] = dict(
+        attempts=ctx.attempt, usage=dict(ctx.usage), traceback=tb, started_at=started, finished_at=finished
+    )
+    if result.kind is ResultKind.PENDING:
+        key = ctx.minted_key
+        if key is None:
+            return ToolOutcome(OutcomeStatus.FAILED, None, "pending_tool_missing_completion_key",
+                               MISSING_KEY_MESSAGE, **fields)
+        pending = result.pending_completion
+        deadline = None if pending is None or pending.deadline is None else finished + pending.deadline.total_seconds()
+        return ToolOutcome(OutcomeStatus.PENDING, key=str(key), pending=pending, deadline_at=deadline, **fields)
+    outcome = ToolOutcome.from_result(result, **fields)
+    if result.kind is ResultKind.FAILURE and result.retry.retryable:
+        if policy.retries and ctx.attempt < ctx.max_attempts:
+            return outcome.with_(retry_after=policy.delay(ctx.attempt - 1, result.retry.after))
+        return outcome.with_(status=OutcomeStatus.EXHAUSTED)
+    return outcome
+
+
+async def _acquire(semaphore: asyncio.Semaphore, cancel: asyncio.Event | None) -> bool:
+    """Take one slot; False if the call is cancelled while queueing."""
+    if cancel is None:
+        await semaphore.acquire()
+        return True
+    if cancel.is_set():
+        return False
+    taker = asyncio.ensure_future(semaphore.acquire())
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await _first(taker, waiter)
+    finally:
+        waiter.cancel()
+        if not taker.done():
+            taker.cancel()
+    if taker.done() and not taker.cancelled():
+        if cancel.is_set():
+            semaphore.release()
+            return False
+        return True
+    return False
+
+
+class Slots:
+    """Concurrency slots one attempt must hold (its tool's, then the dispatcher's).
+
+    Always taken in the same order, so two calls can never wait on each other.
+    """
+
+    __slots__ = ("_semaphores", "_held")
+
+    def __init__(self, *semaphores: asyncio.Semaphore) -> None:
+        self._semaphores = semaphores
+        self._held: list[asyncio.Semaphore] = []
+
+    async def acquire(self, cancel: asyncio.Event | None) -> bool:
+        for semaphore in self._semaphores:
+            if not await _acquire(semaphore, cancel):
+                self.release()
+                return False
+            self._held.append(semaphore)
+        return True
+
+    def release(self) -> None:
+        while self._held:
+            self._held.pop().release()
+
+
+async def _sleep_unless_cancelled(clock: Clock, seconds: float, cancel: asyncio.Event | None) -> bool:
+    """The retry delay: a local sleep that a cancel ends at once (returns True then)."""
+    if cancel is None:
+        await clock.sleep(seconds)
+        return False
+    if cancel.is_set():
+        return True
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await _first(sleeper, waiter)
+    finally:
+        sleeper.cancel()
+        waiter.cancel()
+    return cancel.is_set()
+
+
+def _cancelled(attempts: int, at: float) -> ToolOutcome:
+    return ToolOutcome(OutcomeStatus.CANCELLED, None, "cancelled", CANCELLED_MESSAGE, attempts, finished_at=at)
+
+
+async def _one_attempt(
+    tool: RegisteredTool, call_input: Any, env: CallEnv, journal: AttemptJournal, clock: Clock,
+    attempt: int, max_attempts: int,
+) -> ToolOutcome:
+    definition = tool.definition
+    if env.limiter is not None and not await env.limiter.acquire(env.cancel):
+        return _cancelled(attempt - 1, clock.now())
+    try:
+        started = clock.now()
+        await journal.attempt_started(env.step_key, attempt, started, durable=not definition.idempotent)
+        ctx = ToolContext(
+            run_id=env.run_id, step_key=env.step_key, attempt=attempt, max_attempts=max_attempts,
+            keys=env.keys, model_provider=env.model_provider, projector=env.projector, cancellation=env.cancel,
+        )
+        result, tb = await _execute(tool, ToolCall(call_input, definition.name, definition.module, ctx), env, clock)
+    finally:
+        if env.limiter is not None:
+            env.limiter.release()
+    outcome = _classify(result, tb, ctx, definition.retry, started, clock.now())
+    await journal.attempt_finished(env.step_key, attempt, outcome)
+    return outcome
+
+
+async def run_attempts(
+    tool: RegisteredTool,
+    call_input: Any,
+    env: CallEnv,
+    journal: AttemptJournal,
+    clock: Clock,
+    first_attempt: int = 1,
+) -> ToolOutcome:
+    """Run attempts until one is final or pending; sleep the backoff between them.
+
+    ``first_attempt`` is 1 + the last attempt the journal knows for this step. At least
+    one attempt always runs (an interrupted idempotent attempt is re-run even when it
+    used the last one), so ``max_attempts`` is never below ``first_attempt``.
+    """
+    if first_attempt < 1:
+        raise ValueError("attempt numbers start at 1")
+    max_attempts = max(tool.definition.retry.max_attempts, first_attempt)
+    attempt = first_attempt
+    while True:
+        if env.cancel is not None and env.cancel.is_set():
+            return _cancelled(attempt - 1, clock.now())
+        outcome = await _one_attempt(tool, call_input, env, journal, clock, attempt, max_attempts)
+        if outcome.retry_after is None:
+            return outcome
+        if outcome.retry_after > 0:
+            cancelled_in_delay = await _sleep_unless_cancelled(clock, outcome.retry_after, env.cancel)
+        else:  # a zero delay does not sleep
+            cancelled_in_delay = env.cancel is not None and env.cancel.is_set()
+        if cancelled_in_delay:
+            cancelled = outcome.with_(status=OutcomeStatus.CANCELLED, code="cancelled", message=CANCELLED_MESSAGE,
+                                      value=None, retry_after=None, finished_at=clock.now())
+            await journal.attempt_finished(env.step_key, attempt, cancelled)
+            return cancelled
+        attempt += 1

@@ -1,0 +1,163 @@
+"""What a tool sees while one attempt runs: ``ToolCall`` and its ``ToolContext``.
+
+The context is a per-attempt capability bag: attempt numbers, the idempotency key, the
+completion key, direct model completions (usage recorded on this attempt) and the
+(refused) nested dispatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lashflow.errors import LashflowError
+from lashflow.tools.budget import DEFAULT_HINT
+from lashflow.tools.keys import CompletionKey, KeyRing
+from lashflow.tools.models import CompletionRequest, CompletionResponse, ModelProvider
+from lashflow.tools.results import ToolResult
+
+__all__ = [
+    "DirectCompletions", "NESTED_DISPATCH_MESSAGE", "NestedDispatch", "ToolCall", "ToolContext",
+]
+
+NESTED_DISPATCH_MESSAGE = (
+    "nested tool batch dispatch is unavailable inside an atomic tool attempt; "
+    "decompose the work into process steps"
+)
+
+
+class NestedDispatch:
+    """``call.context.dispatch()``: refuses every call, runs nothing (SPEC 3.3).
+
+    An attempt is one journal entry; work needing several durable effects belongs in a
+    process where each awaited call is its own attempt.
+    """
+
+    __slots__ = ()
+
+    async def batch(self, calls: Iterable[Any]) -> list[ToolResult]:
+        return [ToolResult.err(NESTED_DISPATCH_MESSAGE, code="nested_tool_dispatch_unavailable") for _ in calls]
+
+
+class DirectCompletions:
+    """``call.context.direct_completions()``: the engine's model, inside this attempt."""
+
+    __slots__ = ("_provider", "_context")
+
+    def __init__(self, provider: ModelProvider | None, context: "ToolContext") -> None:
+        self._provider = provider
+        self._context = context
+
+    async def complete(self, request: CompletionRequest | dict[str, Any] | str) -> CompletionResponse:
+        if self._provider is None:
+            raise LashflowError("no model provider is configured for direct completions",
+                                code="model_provider_missing")
+        request = CompletionRequest.coerce(request)
+        projector = self._context._projector
+        if projector is not None:
+            # Tool results sent on to a model pass the output budget (SPEC 3.6 site two).
+            messages = []
+            for message in request.messages:
+                if message.get("role") == "tool":
+                    message = {**message, "content": projector.project(message.get("content"), hint=DEFAULT_HINT)}
+                messages.append(message)
+            request.messages = messages
+        response = await self._provider.complete(request)
+        self._context._record_usage(response)
+        return response
+
+
+class ToolContext:
+    """Per-attempt facts and capabilities handed to a tool as ``call.context``."""
+
+    __slots__ = (
+        "_run_id", "_step_key", "_attempt", "_max_attempts", "_keys", "_minted", "_provider",
+        "_projector", "_cancellation", "usage",
+    )
+
+    def __init__(
+        self,
+        *,
+        run_id: str = "local",
+        step_key: str = "0",
+        attempt: int = 1,
+        max_attempts: int = 1,
+        keys: KeyRing | None = None,
+        model_provider: ModelProvider | None = None,
+        projector: Any = None,
+        cancellation: asyncio.Event | None = None,
+    ) -> None:
+        self._run_id = run_id
+        self._step_key = step_key
+        self._attempt = max(1, attempt)
+        self._max_attempts = max(1, max_attempts, self._attempt)
+        self._keys = keys
+        self._minted: CompletionKey | None = None
+        self._provider = model_provider
+        self._projector = projector
+        self._cancellation = cancellation
+        self.usage: dict[str, int] = {}
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def step_key(self) -> str:
+        return self._step_key
+
+    @property
+    def attempt(self) -> int:
+        """1-based number of this attempt (from the journal, so it survives crashes)."""
+        return self._attempt
+
+    @property
+    def max_attempts(self) -> int:
+        return self._max_attempts
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<run_id>/<step_key>``: the same in every attempt; pass it to external APIs."""
+        return f"{self._run_id}/{self._step_key}"
+
+    async def completion_key(self) -> CompletionKey:
+        """This call's completion key (the same in every attempt, retry and replay)."""
+        if self._minted is None:
+            if self._keys is None:
+                self._keys = KeyRing()
+            self._minted = self._keys.key_for(self._run_id, self._step_key)
+        return self._minted
+
+    @property
+    def minted_key(self) -> CompletionKey | None:
+        """The key if ``completion_key()`` was called in this attempt."""
+        return self._minted
+
+    def dispatch(self) -> NestedDispatch:
+        return NestedDispatch()
+
+    def direct_completions(self) -> DirectCompletions:
+        return DirectCompletions(self._provider, self)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the call is being cancelled; long tools may check it and stop early."""
+        return self._cancellation is not None and self._cancellation.is_set()
+
+    def _record_usage(self, response: CompletionResponse) -> None:
+        usage = self.usage
+        usage["requests"] = usage.get("requests", 0) + 1
+        usage["input_tokens"] = usage.get("input_tokens", 0) + response.usage.input_tokens
+        usage["output_tokens"] = usage.get("output_tokens", 0) + response.usage.output_tokens
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One call as the tool sees it: the JSON ``input`` object, its name and context."""
+
+    input: Any
+    name: str
+    module: str = "tools"
+    context: ToolContext = field(default_factory=ToolContext)

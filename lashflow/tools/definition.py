@@ -1,0 +1,108 @@
+"""Tool definitions and the provider protocol (SPEC 3.1, low level).
+
+A ``ToolDefinition`` is the catalog-facing description of one tool (name, module,
+schemas, options). ``RegisteredTool`` pairs it with the code that executes it: that is
+all the dispatcher needs, whichever way the tool was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+from lashflow.tools.context import ToolCall
+from lashflow.tools.results import ToolResult
+from lashflow.tools.retry import RetryPolicy
+
+__all__ = ["RegisteredTool", "ToolDefinition", "ToolObject", "ToolProvider"]
+
+ANY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """One tool as the catalog and the dispatcher see it.
+
+    ``idempotent=False`` means an attempt interrupted by a crash must not simply run
+    again (the run stops in ``needs_attention``); ``output_tail`` makes the budget keep
+    the end of big outputs; ``max_concurrency`` caps calls in flight engine-wide.
+    """
+
+    id: str
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] | None = field(default_factory=lambda: dict(ANY_OBJECT_SCHEMA))
+    output_schema: dict[str, Any] | None = None
+    module: str = "tools"
+    retry: RetryPolicy = field(default_factory=RetryPolicy.never)
+    idempotent: bool = True
+    max_concurrency: int | None = None
+    output_tail: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.id.strip() or not self.name.strip():
+            raise ValueError("a tool needs a non-blank id and name")
+        if not self.module.strip():
+            raise ValueError("a tool's module cannot be blank")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+
+    @classmethod
+    def raw(
+        cls,
+        id: str,
+        name: str,
+        description: str = "",
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> "ToolDefinition":
+        """As the original: id, name, description and JSON schemas (None: any object / any output)."""
+        return cls(id, name, description, input_schema or dict(ANY_OBJECT_SCHEMA), output_schema, **options)
+
+    def with_options(self, **options: Any) -> "ToolDefinition":
+        """A copy with ``module``, ``retry``, ``idempotent``, ... changed."""
+        return replace(self, **options)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@runtime_checkable
+class ToolObject(Protocol):
+    """A tool written as an object: a ``definition`` and ``async execute(call)``.
+
+    It may also define ``async cancel_external(self, key)`` (SPEC 3.4).
+    """
+
+    definition: ToolDefinition
+
+    async def execute(self, call: ToolCall) -> ToolResult: ...
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """Hands out definitions and executes calls for all of them (``call.module``/``call.name``).
+
+    May also define ``async cancel_external(self, definition, key)``.
+    """
+
+    def definitions(self) -> Iterable[ToolDefinition]: ...
+
+    async def execute(self, call: ToolCall) -> ToolResult: ...
+
+
+Execute = Callable[[ToolCall], Awaitable[Any]]
+CancelExternal = Callable[[str], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTool:
+    """A definition bound to the code that runs it (and its optional cancel hook)."""
+
+    definition: ToolDefinition
+    execute: Execute
+    cancel_external: CancelExternal | None = None
+    source: Any = None  # the object it came from (to tell re-registration from a clash)

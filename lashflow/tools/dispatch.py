@@ -1,0 +1,186 @@
+"""The batch dispatcher (SPEC 3.3): every call of a batch starts at once, results come
+back in emission order.
+
+The dispatcher is engine-wide (it owns the per-tool ``max_concurrency`` semaphores);
+the run's journal, run id and cancel signal are passed per batch, so the durable host
+can call it for the interpreter's ``ToolCall`` / ``ToolBatch`` effects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lashflow.tools.attempts import AttemptJournal, CallEnv, NullJournal, Slots, run_attempts
+from lashflow.tools.budget import ToolOutputBudgetConfig, hint_for
+from lashflow.tools.clock import Clock, RealClock
+from lashflow.tools.completion import CompletionBook, outcome_for_resolution
+from lashflow.tools.definition import RegisteredTool
+from lashflow.tools.keys import KeyRing
+from lashflow.tools.models import ModelProvider
+from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
+from lashflow.tools.plugins import PluginStack, ToolOutputBudgetPluginFactory, runtime_plugin_stack
+from lashflow.tools.registry import ToolRegistry
+
+__all__ = ["DispatchCall", "DispatchResult", "Dispatcher"]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchCall:
+    """One call of a batch. ``step_key`` is fixed here, at batch formation (empty: the
+    call's index); ``first_attempt`` comes from the journal (1 for a fresh step)."""
+
+    module: str
+    name: str
+    input: Any = None
+    step_key: str = ""
+    first_attempt: int = 1
+
+    @classmethod
+    def from_effect(cls, effect: Any, first_attempt: int = 1) -> "DispatchCall":
+        """From the interpreter's ``lashflow.runtime.effects.ToolCall``."""
+        return cls(effect.module, effect.operation, effect.input, effect.step, first_attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """A call's full ``outcome`` (for the journal) and its budgeted ``projected`` text
+    (None while pending)."""
+
+    step_key: str
+    module: str
+    name: str
+    outcome: ToolOutcome
+    projected: str | None
+
+    @property
+    def wrapper(self) -> dict[str, Any]:
+        return self.outcome.to_wrapper()
+
+
+class Dispatcher:
+    """Runs tool calls: attempts, retries, pending waits, projection.
+
+    ``completions``: a ``CompletionBook`` (its keys sign completion keys; pending calls
+    are registered with it). Without one, keys are signed under ``secret`` (or an
+    ephemeral secret) and pending outcomes are returned as they are.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        clock: Clock | None = None,
+        budget: ToolOutputBudgetConfig | None = None,
+        plugins: PluginStack | None = None,
+        completions: CompletionBook | None = None,
+        secret: bytes | None = None,
+        model_provider: ModelProvider | None = None,
+        max_concurrency: int | None = None,
+        cancel_grace: float = 0.05,
+    ) -> None:
+        if plugins is None:
+            plugins = runtime_plugin_stack()
+            if budget is not None:
+                plugins.replace(ToolOutputBudgetPluginFactory(budget))
+        self.registry = registry
+        self.clock = clock or RealClock()
+        self.projector = plugins.validate().projector()
+        self.completions = completions
+        self.keys = completions.keys if completions is not None else KeyRing(secret)
+        self.model_provider = model_provider
+        self.cancel_grace = cancel_grace
+        self._global = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+        self._per_tool: dict[tuple[str, str], asyncio.Semaphore] = {}
+
+    def _semaphores(self, entry: RegisteredTool) -> tuple[asyncio.Semaphore, ...]:
+        found: list[asyncio.Semaphore] = []
+        limit = entry.definition.max_concurrency
+        if limit is not None:
+            key = (entry.definition.module, entry.definition.name)
+            semaphore = self._per_tool.get(key)
+            if semaphore is None:
+                semaphore = self._per_tool[key] = asyncio.Semaphore(limit)
+            found.append(semaphore)
+        if self._global is not None:
+            found.append(self._global)
+        return tuple(found)
+
+    async def batch(
+        self,
+        calls: Iterable[DispatchCall],
+        *,
+        run_id: str = "local",
+        journal: AttemptJournal | None = None,
+        cancel: asyncio.Event | None = None,
+        wait_pending: bool = False,
+    ) -> list[DispatchResult]:
+        """Start every call now; return their results in the order given.
+
+        Unknown tools raise ``LashflowError(code="unknown_tool")`` before anything runs.
+        ``cancel``: once set, each unfinished call gets ``cancel_grace`` seconds, then is
+        reported cancelled ("tool call cancelled"). ``wait_pending``: wait in-process on
+        the completion book instead of returning pending outcomes.
+        """
+        planned = [
+            (call if call.step_key else DispatchCall(call.module, call.name, call.input, str(i), call.first_attempt),
+             self.registry.get(call.module, call.name))
+            for i, call in enumerate(calls)
+        ]
+        if len({call.step_key for call, _ in planned}) != len(planned):
+            raise ValueError("two calls of one batch share a step key")
+        journal = journal or NullJournal()
+        tasks = [
+            asyncio.ensure_future(self._run(entry, call, run_id, journal, cancel, wait_pending))
+            for call, entry in planned
+        ]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def call(self, call: DispatchCall, **options: Any) -> DispatchResult:
+        """One call (a batch of one)."""
+        return (await self.batch([call], **options))[0]
+
+    async def _run(
+        self,
+        entry: RegisteredTool,
+        call: DispatchCall,
+        run_id: str,
+        journal: AttemptJournal,
+        cancel: asyncio.Event | None,
+        wait_pending: bool,
+    ) -> DispatchResult:
+        semaphores = self._semaphores(entry)
+        env = CallEnv(run_id, call.step_key, self.keys, self.model_provider, self.projector, cancel,
+                      Slots(*semaphores) if semaphores else None, self.cancel_grace)
+        outcome = await run_attempts(entry, call.input, env, journal, self.clock, call.first_attempt)
+        if outcome.status is OutcomeStatus.PENDING and self.completions is not None:
+            book = self.completions
+            d = entry.definition
+            resolution = await book.begin_wait_for(outcome, run_id, call.step_key, d.module, d.name)
+            if resolution is None and wait_pending:
+                resolution = await book.wait(run_id, call.step_key, cancel=cancel)
+            if resolution is not None:
+                outcome = outcome_for_resolution(outcome, resolution)
+                await journal.attempt_finished(call.step_key, outcome.attempts, outcome)
+        d = entry.definition
+        projected = self.project(outcome, tail=d.output_tail, run_id=run_id, step_key=call.step_key)
+        return DispatchResult(call.step_key, d.module, d.name, outcome, projected)
+
+    def project(self, outcome: ToolOutcome, *, tail: bool = False, run_id: str = "RUN", step_key: str = "STEP") -> str | None:
+        """The budgeted text of an outcome; failures and cancellations pass whole."""
+        if outcome.status is OutcomeStatus.PENDING:
+            return None
+        if outcome.status is OutcomeStatus.OK:
+            return self.projector.project(outcome.value, tail=tail, hint=hint_for(run_id, step_key))
+        return outcome.message
+
+    async def cancel_external(self, module: str, name: str, key: str) -> bool:
+        return await self.registry.cancel_external(module, name, key)

@@ -1,0 +1,99 @@
+"""Finding tool code: ``.py`` paths, module names and ``[tool.lashflow] tools = [...]``."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import tomllib
+import types
+from collections.abc import Iterable
+from pathlib import Path
+
+from lashflow.errors import UsageError
+
+__all__ = ["load_tool_modules", "tools_from_config"]
+
+CONFIG_FILES = ("pyproject.toml", "lashflow.toml")
+
+
+def _looks_like_path(spec: str | Path) -> bool:
+    text = str(spec)
+    return isinstance(spec, Path) or text.endswith(".py") or "/" in text or "\\" in text
+
+
+def _import_path(path: Path) -> types.ModuleType:
+    path = path.resolve()
+    if not path.is_file():
+        raise UsageError(f"tool file not found: {path}")
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    name = f"lashflow_tools_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot load tools from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before exec: dataclasses and pydantic look the module up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise UsageError(f"cannot load tools from {path}: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _import_name(name: str) -> types.ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and name.startswith(exc.name):
+            raise UsageError(f"tool module not found: {name}") from exc
+        raise UsageError(f"cannot load tools from {name}: {exc}") from exc
+    except Exception as exc:
+        raise UsageError(f"cannot load tools from {name}: {type(exc).__name__}: {exc}") from exc
+
+
+def load_tool_modules(specs: Iterable[str | Path], *, base_dir: str | Path | None = None) -> list[types.ModuleType]:
+    """Import each spec: a ``.py`` path (relative to ``base_dir``) or a module name.
+
+    With ``base_dir``, module names are also looked up there (as a project's own code
+    would be). Errors are ``UsageError`` with one clear line.
+    """
+    base = Path(base_dir) if base_dir is not None else None
+    modules = []
+    for spec in specs:
+        if _looks_like_path(spec):
+            path = Path(spec)
+            if base is not None and not path.is_absolute():
+                path = base / path
+            modules.append(_import_path(path))
+            continue
+        added = base is not None and str(base.resolve()) not in sys.path
+        if added:
+            sys.path.insert(0, str(base.resolve()))
+        try:
+            modules.append(_import_name(str(spec)))
+        finally:
+            if added:
+                sys.path.remove(str(base.resolve()))
+    return modules
+
+
+def tools_from_config(directory: str | Path) -> list[str]:
+    """The ``tools`` entries of ``[tool.lashflow]`` in ``pyproject.toml`` and ``lashflow.toml``."""
+    found: list[str] = []
+    for filename in CONFIG_FILES:
+        path = Path(directory) / filename
+        if not path.is_file():
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: invalid TOML: {exc}") from exc
+        entries = data.get("tool", {}).get("lashflow", {}).get("tools", [])
+        if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+            raise UsageError(f"{path}: [tool.lashflow] tools must be a list of strings")
+        found.extend(e for e in entries if e not in found)
+    return found

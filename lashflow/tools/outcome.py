@@ -1,0 +1,117 @@
+"""``ToolOutcome``: the journal's JSON record of what a call (or one attempt) came to.
+
+It carries everything replay needs (value, code, message, attempt count, usage,
+traceback, the pending key and absolute deadline) and maps to the process-visible
+wrapper with ``to_wrapper()``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lashflow.tools.results import PendingCompletion, ResultKind, ToolResult
+
+__all__ = ["OutcomeStatus", "ToolOutcome"]
+
+
+class OutcomeStatus(str, enum.Enum):
+    OK = "ok"
+    ERR = "err"
+    FAILED = "failed"
+    EXHAUSTED = "exhausted"  # a retryable failure with no attempt left
+    CANCELLED = "cancelled"
+    PENDING = "pending"
+
+
+_FROM_KIND = {
+    ResultKind.OK: OutcomeStatus.OK,
+    ResultKind.ERR: OutcomeStatus.ERR,
+    ResultKind.FAILURE: OutcomeStatus.FAILED,
+    ResultKind.CANCELLED: OutcomeStatus.CANCELLED,
+    ResultKind.PENDING: OutcomeStatus.PENDING,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """One attempt's (and finally the call's) outcome.
+
+    ``final`` is False while a retry follows (``retry_after`` set) or the call is
+    pending; ``fail_run`` asks the host to fail the run (a FAIL_TURN timeout).
+    """
+
+    status: OutcomeStatus
+    value: Any = None
+    code: str | None = None
+    message: str = ""
+    attempts: int = 1
+    usage: dict[str, int] = field(default_factory=dict)
+    traceback: str | None = None
+    retry_after: float | None = None
+    key: str | None = None
+    pending: PendingCompletion | None = None
+    deadline_at: float | None = None
+    fail_run: bool = False
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @classmethod
+    def from_result(cls, result: ToolResult, **fields: Any) -> "ToolOutcome":
+        return cls(_FROM_KIND[result.kind], result.value if result.is_ok or result.kind is ResultKind.ERR else None,
+                   result.code, result.message, **fields)
+
+    @property
+    def final(self) -> bool:
+        return self.status is not OutcomeStatus.PENDING and self.retry_after is None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is OutcomeStatus.OK
+
+    def with_(self, **changes: Any) -> "ToolOutcome":
+        return replace(self, **changes)
+
+    def to_wrapper(self) -> dict[str, Any]:
+        """What the process sees: ``{"ok": True, "value": v}`` or ``{"ok": False, "error": text}``."""
+        if self.status is OutcomeStatus.OK:
+            return {"ok": True, "value": self.value}
+        if self.status is OutcomeStatus.PENDING:
+            raise ValueError("a pending call has no result yet: the run must wait for its completion key")
+        return {"ok": False, "error": self.message}
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"status": self.status.value, "attempts": self.attempts}
+        for name in ("value", "code", "message", "traceback", "retry_after", "key", "deadline_at",
+                     "started_at", "finished_at"):
+            item = getattr(self, name)
+            if item is not None and item != "":
+                data[name] = item
+        if self.usage:
+            data["usage"] = dict(self.usage)
+        if self.pending is not None:
+            data["pending"] = self.pending.to_json()
+        if self.fail_run:
+            data["fail_run"] = True
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ToolOutcome":
+        pending = data.get("pending")
+        return cls(
+            status=OutcomeStatus(data["status"]),
+            value=data.get("value"),
+            code=data.get("code"),
+            message=data.get("message", ""),
+            attempts=int(data.get("attempts", 1)),
+            usage=dict(data.get("usage") or {}),
+            traceback=data.get("traceback"),
+            retry_after=data.get("retry_after"),
+            key=data.get("key"),
+            pending=None if pending is None else PendingCompletion.from_json(pending),
+            deadline_at=data.get("deadline_at"),
+            fail_run=bool(data.get("fail_run", False)),
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+        )
