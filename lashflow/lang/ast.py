@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # hashable: dataclasses refuse unhashable defaults
 class Span:
     start: int
     end: int
