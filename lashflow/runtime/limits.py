@@ -1,0 +1,84 @@
+"""Resource limits of a run (SPEC.md section 8): a workflow file is untrusted input.
+
+``ACTIVE`` is the meter of the interpreter segment running right now. A segment (from
+one effect to the next) runs synchronously, so one module-level meter per thread is
+enough and closures reach it without carrying the VM around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lashflow.errors import LimitExceeded
+
+LIST_ITEM_BYTES = 16  # estimated bytes per list/tuple item
+RECORD_ENTRY_BYTES = 64  # estimated bytes per record entry
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Configurable per-run limits; every violation raises ``LimitExceeded``."""
+
+    max_steps: int = 10_000_000  # interpreter steps between two effects
+    max_value_bytes: int = 64 * 1024 * 1024  # estimated size of one value
+    max_effects: int = 100_000  # effects per run
+    max_range_items: int = 1_000_000  # items one `range` call may create
+
+
+class Meter:
+    """Countdown of the running segment plus the limits that builtins check."""
+
+    __slots__ = ("steps", "limits")
+
+    def __init__(self) -> None:
+        self.limits = Limits()
+        self.steps = self.limits.max_steps
+
+    def reset(self, limits: Limits) -> None:
+        self.limits = limits
+        self.steps = limits.max_steps
+
+
+ACTIVE = Meter()
+
+
+def steps_exhausted() -> LimitExceeded:
+    return LimitExceeded(
+        f"the run took more than {ACTIVE.limits.max_steps} interpreter steps without an effect "
+        "(an endless loop?)"
+    )
+
+
+def tick(n: int = 1) -> None:
+    """Spend ``n`` steps of the segment's budget."""
+    left = ACTIVE.steps - n
+    ACTIVE.steps = left
+    if left < 0:
+        raise steps_exhausted()
+
+
+def too_big(what: str, size: int) -> LimitExceeded:
+    return LimitExceeded(
+        f"{what} would take about {size} bytes, over the limit of "
+        f"{ACTIVE.limits.max_value_bytes} bytes per value"
+    )
+
+
+def check_str(s: str) -> str:
+    if len(s) > ACTIVE.limits.max_value_bytes:
+        raise too_big("a string", len(s))
+    return s
+
+
+def check_seq(seq: list | tuple) -> list | tuple:
+    size = len(seq) * LIST_ITEM_BYTES
+    if size > ACTIVE.limits.max_value_bytes:
+        raise too_big("a list", size)
+    return seq
+
+
+def check_record(record: dict) -> dict:
+    size = len(record) * RECORD_ENTRY_BYTES
+    if size > ACTIVE.limits.max_value_bytes:
+        raise too_big("a record", size)
+    return record

@@ -1,0 +1,298 @@
+"""Compiles effect-free statements to closures ``fn(env) -> None | BREAK | CONTINUE``.
+
+A statement subtree without effects (assignments, ifs, whole loops) runs as plain
+Python calls: a pure ``while`` is a Python ``while`` over closures. Only statements
+that contain effects go to the instruction list (``compiler.py``), where the VM can
+stop. Each statement closure attaches its own span to runtime errors (a ``try`` costs
+nothing in CPython 3.11 until something is raised).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from lashflow.lang import ast
+from lashflow.runtime import ops
+from lashflow.runtime.builtins import push as push_builtin
+from lashflow.runtime.builtins import range_bounds
+from lashflow.runtime.errors import LashRuntimeError
+from lashflow.runtime.exprs import ExprCompiler, is_pure, span_of
+from lashflow.runtime.limits import ACTIVE, check_seq, steps_exhausted
+from lashflow.runtime.values import UNSET
+
+BREAK = 1
+CONTINUE = 2
+
+StmtClosure = Callable[[list], Any]
+
+_refcount = getattr(sys, "getrefcount", None) or (lambda _obj: 1 << 30)
+
+
+def stmt_is_pure(stmt: Any) -> bool:
+    t = type(stmt)
+    if t is ast.Assign:
+        return is_pure(stmt.value) and all(
+            type(s) is ast.FieldStep or is_pure(s.index) for s in stmt.steps)
+    if t is ast.ExprStmt:
+        return is_pure(stmt.expr)
+    if t is ast.If:
+        return (is_pure(stmt.cond) and all(stmt_is_pure(s) for s in stmt.then.body)
+                and (stmt.otherwise is None or stmt_is_pure(stmt.otherwise)))
+    if t is ast.Block:
+        return all(stmt_is_pure(s) for s in stmt.body)
+    if t is ast.While:
+        return is_pure(stmt.cond) and all(stmt_is_pure(s) for s in stmt.body.body)
+    if t is ast.For:
+        return is_pure(stmt.iterable) and all(stmt_is_pure(s) for s in stmt.body.body)
+    if t is ast.Break or t is ast.Continue:
+        return True
+    return False  # ValueStmt: finish/fail/yield/wake/print/cancel are effects
+
+
+def may_jump(stmt: Any) -> bool:
+    """Can this statement end with break/continue of an enclosing loop?"""
+    t = type(stmt)
+    if t is ast.Break or t is ast.Continue:
+        return True
+    if t is ast.If:
+        return any(may_jump(s) for s in stmt.then.body) or (
+            stmt.otherwise is not None and may_jump(stmt.otherwise))
+    if t is ast.Block:
+        return any(may_jump(s) for s in stmt.body)
+    return False
+
+
+def _located(span: tuple[int, int] | None, error: LashRuntimeError) -> LashRuntimeError:
+    if error.span is None:
+        error.span = span
+    return error
+
+
+class StmtCompiler:
+    def __init__(self, exprs: ExprCompiler) -> None:
+        self.exprs = exprs
+        self.scope = exprs.scope
+
+    def block(self, stmts: list[Any]) -> StmtClosure:
+        fns = [self.stmt(s) for s in stmts]
+        jumps = any(may_jump(s) for s in stmts)
+        if not fns:
+            return lambda env: None
+        if len(fns) == 1:
+            return fns[0]
+        if not jumps:
+            def run(env: list) -> None:
+                for f in fns:
+                    f(env)
+            return run
+
+        def run_jumps(env: list) -> Any:
+            for f in fns:
+                r = f(env)
+                if r is not None:
+                    return r
+            return None
+        return run_jumps
+
+    def stmt(self, s: Any) -> StmtClosure:
+        return getattr(self, "s_" + type(s).__name__)(s)
+
+    def s_Block(self, s: ast.Block) -> StmtClosure:
+        return self.block(s.body)
+
+    def s_Break(self, s: ast.Break) -> StmtClosure:
+        return lambda env: BREAK
+
+    def s_Continue(self, s: ast.Continue) -> StmtClosure:
+        return lambda env: CONTINUE
+
+    def s_ExprStmt(self, s: ast.ExprStmt) -> StmtClosure:
+        f = self.exprs.expr(s.expr)
+        span = span_of(s)
+
+        def run(env: list) -> None:
+            try:
+                f(env)
+            except LashRuntimeError as e:
+                raise _located(span, e)
+        return run
+
+    # -- assignment -------------------------------------------------------------------
+    def s_Assign(self, s: ast.Assign) -> StmtClosure:
+        span = span_of(s)
+        slot = self.scope.slot(s.name)
+        name = s.name
+        if not s.steps:
+            appended = self._push_in_place(s, slot, span)
+            if appended is not None:
+                return appended
+            val = self.exprs.expr(s.value)
+
+            def assign(env: list) -> None:
+                try:
+                    env[slot] = val(env)
+                except LashRuntimeError as e:
+                    raise _located(span, e)
+            return assign
+        val = self.exprs.expr(s.value)
+        assign_path = ops.assign_path
+        if len(s.steps) == 1 and type(s.steps[0]) is ast.FieldStep:
+            key = s.steps[0].name
+            steps = [(True, key)]
+
+            def assign_field(env: list) -> None:
+                try:
+                    v = val(env)
+                    root = env[slot]
+                    if type(root) is dict and key in root and _refcount(root) == 3:
+                        root[key] = v
+                    else:
+                        root = None
+                        assign_path(env, slot, name, steps, v)
+                except LashRuntimeError as e:
+                    raise _located(span, e)
+            return assign_field
+        if len(s.steps) == 1:
+            idx = self.exprs.expr(s.steps[0].index)
+
+            def assign_index(env: list) -> None:
+                try:
+                    k = idx(env)
+                    v = val(env)
+                    root = env[slot]
+                    if (type(root) is list and type(k) is float and 0.0 <= k < len(root)
+                            and k == int(k) and _refcount(root) == 3):
+                        root[int(k)] = v
+                    else:
+                        root = None
+                        assign_path(env, slot, name, [(False, k)], v)
+                except LashRuntimeError as e:
+                    raise _located(span, e)
+            return assign_index
+        plan = [(True, st.name) if type(st) is ast.FieldStep else (False, self.exprs.expr(st.index))
+                for st in s.steps]
+
+        def assign_deep(env: list) -> None:
+            try:
+                keys = [(f, k if f else k(env)) for f, k in plan]
+                v = val(env)
+                assign_path(env, slot, name, keys, v)
+            except LashRuntimeError as e:
+                raise _located(span, e)
+        return assign_deep
+
+    def _push_in_place(self, s: ast.Assign, slot: int, span: Any) -> StmtClosure | None:
+        """``xs = push(xs, item)`` appends in place when nobody else holds ``xs``."""
+        v = s.value
+        if not (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
+                and type(v.args[0]) is ast.Name and v.args[0].name == s.name
+                and s.name not in self.scope.fallbacks):
+            return None
+        item = self.exprs.expr(v.args[1])
+        name = s.name
+
+        def append(env: list) -> None:
+            try:
+                xs = env[slot]
+                if xs is UNSET:
+                    raise ops.undefined(name)
+                x = item(env)
+                if type(xs) is list and _refcount(xs) == 3:
+                    xs.append(x)
+                    check_seq(xs)
+                else:
+                    env[slot] = push_builtin(xs, x)
+            except LashRuntimeError as e:
+                raise _located(span, e)
+        return append
+
+    # -- control flow -----------------------------------------------------------------
+    def _checked_cond(self, node: Any, span: Any) -> Callable[[list], bool]:
+        cond = self.exprs.cond(node)
+
+        def checked(env: list) -> bool:
+            try:
+                return cond(env)
+            except LashRuntimeError as e:
+                raise _located(span, e)
+        return checked
+
+    def s_If(self, s: ast.If) -> StmtClosure:
+        cond = self._checked_cond(s.cond, span_of(s))
+        then = self.block(s.then.body)
+        if s.otherwise is None:
+            def if_only(env: list) -> Any:
+                if cond(env):
+                    return then(env)
+                return None
+            return if_only
+        other = self.stmt(s.otherwise)
+
+        def if_else(env: list) -> Any:
+            if cond(env):
+                return then(env)
+            return other(env)
+        return if_else
+
+    def s_While(self, s: ast.While) -> StmtClosure:
+        cond = self._checked_cond(s.cond, span_of(s))
+        body = self.block(s.body.body)
+        jumps = any(may_jump(x) for x in s.body.body)
+
+        def loop(env: list) -> None:
+            m = ACTIVE
+            while cond(env):
+                n = m.steps - 1
+                m.steps = n
+                if n < 0:
+                    raise steps_exhausted()
+                if body(env) == BREAK and jumps:
+                    break
+        return loop
+
+    def s_For(self, s: ast.For) -> StmtClosure:
+        slot = self.scope.slot(s.var)
+        span = span_of(s)
+        body = self.block(s.body.body)
+        jumps = any(may_jump(x) for x in s.body.body)
+        bounds = self.exprs.range_args(s.iterable)
+        if bounds is not None:
+            def loop_range(env: list) -> None:
+                try:
+                    r = range_bounds([b(env) for b in bounds])
+                except LashRuntimeError as e:
+                    raise _located(span, e)
+                saved = env[slot]
+                m = ACTIVE
+                for i in r:
+                    n = m.steps - 1
+                    m.steps = n
+                    if n < 0:
+                        raise steps_exhausted()
+                    env[slot] = float(i)
+                    if body(env) == BREAK and jumps:
+                        break
+                env[slot] = saved
+            return loop_range
+        iterable = self.exprs.expr(s.iterable)
+
+        def loop_items(env: list) -> None:
+            try:
+                items = iterable(env)
+                if type(items) is not list and type(items) is not tuple:
+                    raise LashRuntimeError("NonListIteration", "`for` expects a list or tuple")
+            except LashRuntimeError as e:
+                raise _located(span, e)
+            saved = env[slot]
+            m = ACTIVE
+            for x in items:
+                n = m.steps - 1
+                m.steps = n
+                if n < 0:
+                    raise steps_exhausted()
+                env[slot] = x
+                if body(env) == BREAK and jumps:
+                    break
+            env[slot] = saved
+        return loop_items

@@ -1,0 +1,210 @@
+"""The interpreter: runs one entry's instruction list until the next effect.
+
+``start()``/``send(answer)`` drive it step by step (a host answers each effect);
+``execute`` is the async driver over a ``Host``. Between effects the whole state is
+plain data (``snapshot()``), so a durable host may resume from a snapshot instead of
+replaying from the start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lashflow.errors import LashflowError, LimitExceeded
+from lashflow.runtime import effects as fx
+from lashflow.runtime.compiler import Program
+from lashflow.runtime.errors import LashRuntimeError, ProcessFailed
+from lashflow.runtime.instructions import (
+    BATCH, DISCARD, HANDLE, NONE, PAYLOAD, TERMINAL, WRAPPER,
+)
+from lashflow.runtime.limits import ACTIVE, Limits
+from lashflow.runtime.snapshot import decode, encode
+from lashflow.runtime.values import UNSET, failure_text, from_json
+
+SNAPSHOT_VERSION = 1
+
+
+def normalize_wrapper(answer: Any) -> dict[str, Any]:
+    """A host's answer to a call/await as a result wrapper value."""
+    if type(answer) is dict and answer.get("ok") is True:
+        return {"ok": True, "value": from_json(answer.get("value"))}
+    if type(answer) is dict and answer.get("ok") is False:
+        err = answer.get("error")
+        return {"ok": False, "error": "unknown error" if err is None else failure_text(from_json(err))}
+    return {"ok": False, "error": "malformed host answer"}
+
+
+def normalize_handle(answer: Any) -> dict[str, Any]:
+    if type(answer) is str:
+        return {"__handle__": "process", "id": answer}
+    return from_json(answer)
+
+
+class Interpreter:
+    """One run of one entry (the main block, or a process with its args)."""
+
+    def __init__(self, program: Program, process: str | None = None,
+                 args: dict[str, Any] | None = None, limits: Limits | None = None) -> None:
+        entry = program.entry(process)
+        self.program = program
+        self.process = process
+        self.limits = limits or Limits()
+        self.code = entry.code
+        self.spans = entry.spans
+        self.slot_names = entry.slot_names
+        self.env: list[Any] = [UNSET] * len(entry.slot_names)
+        for name, value in (args or {}).items():
+            slot = entry.slots.get(name)
+            if slot is not None:
+                self.env[slot] = from_json(value)
+        self.stack: list[Any] = []
+        self.occ: dict[str, int] = {}
+        self.signals: dict[str, int] = {}
+        self.effects = 0
+        self.pc = 0
+        self.expect: int | None = None
+        self.started = False
+        self.done = False
+        self.pending: fx.Effect | None = None
+        self._effect: fx.Effect | None = None
+
+    # -- called by instructions -------------------------------------------------------------
+    def step(self, site: str) -> str:
+        n = self.occ.get(site, 0) + 1
+        self.occ[site] = n
+        return f"{site}:{n}"
+
+    def suspend(self, effect: fx.Effect, expect: int) -> None:
+        self._effect = effect
+        self.expect = expect
+
+    # -- driving ----------------------------------------------------------------------------
+    def start(self) -> fx.Effect:
+        """Run from the beginning to the first effect (``Finish``/``Fail`` included)."""
+        if self.started:
+            raise LashflowError("the interpreter was already started", code="usage_error")
+        self.started = True
+        return self._run(self.pc)
+
+    def send(self, value: Any = None) -> fx.Effect:
+        """Deliver the answer to the pending effect and run to the next one."""
+        if self.done or self.expect is None:
+            raise LashflowError("no effect is waiting for an answer", code="usage_error")
+        expect = self.expect
+        if expect == WRAPPER:
+            self.stack.append(normalize_wrapper(value))
+        elif expect == BATCH:
+            self.stack.append([normalize_wrapper(v) for v in value])
+        elif expect == HANDLE:
+            self.stack.append(normalize_handle(value))
+        elif expect == PAYLOAD:
+            self.stack.append(from_json(value))
+        elif expect == NONE:
+            self.stack.append(None)
+        elif expect != DISCARD:
+            raise LashflowError("the run has ended", code="usage_error")
+        return self._run(self.pc)
+
+    def _run(self, pc: int) -> fx.Effect:
+        ACTIVE.reset(self.limits)
+        self.expect = None
+        self.pending = None
+        code, env, stack = self.code, self.env, self.stack
+        try:
+            while pc >= 0:
+                pc = code[pc](env, stack, self)
+        except LashRuntimeError as e:
+            self.done = True
+            raise e.locate(self.program.source, self.spans[pc]) from None
+        except RecursionError:
+            self.done = True
+            raise LimitExceeded("a value is nested too deeply") from None
+        except LimitExceeded:
+            self.done = True
+            raise
+        pc = ~pc
+        effect = self._effect
+        self._effect = None
+        self.pc = pc + 1
+        if self.expect == TERMINAL:
+            self.done = True
+        else:
+            self.effects += len(effect.calls) if type(effect) is fx.ToolBatch else 1
+            if self.effects > self.limits.max_effects:
+                self.done = True
+                raise LimitExceeded(
+                    f"the run performed more than {self.limits.max_effects} effects")
+        self.pending = effect
+        return effect
+
+    # -- snapshots --------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as JSON data; valid before ``start`` or while an effect waits
+        for its answer."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "program": self.program.fingerprint,
+            "process": self.process,
+            "pc": self.pc,
+            "expect": self.expect,
+            "started": self.started,
+            "done": self.done,
+            "env": {name: encode(v) for name, v in zip(self.slot_names, self.env) if v is not UNSET},
+            "stack": [encode(x) for x in self.stack],
+            "occ": dict(self.occ),
+            "signals": dict(self.signals),
+            "effects": self.effects,
+            "pending_step": getattr(self.pending, "step", None),
+        }
+
+    @classmethod
+    def restore(cls, program: Program, snapshot: dict[str, Any],
+                limits: Limits | None = None) -> "Interpreter":
+        if snapshot.get("version") != SNAPSHOT_VERSION:
+            raise LashflowError("unsupported interpreter snapshot version", code="snapshot_mismatch")
+        if snapshot.get("program") != program.fingerprint:
+            raise LashflowError("the snapshot was taken from a different program",
+                                code="snapshot_mismatch")
+        vm = cls(program, snapshot["process"], None, limits)
+        for name, value in snapshot["env"].items():
+            slot = program.entry(vm.process).slots.get(name)
+            if slot is not None:
+                vm.env[slot] = decode(value)
+        vm.stack = [decode(x) for x in snapshot["stack"]]
+        vm.occ = {k: int(v) for k, v in snapshot["occ"].items()}
+        vm.signals = {k: int(v) for k, v in snapshot["signals"].items()}
+        vm.effects = int(snapshot["effects"])
+        vm.pc = int(snapshot["pc"])
+        vm.expect = snapshot["expect"]
+        vm.started = bool(snapshot["started"])
+        vm.done = bool(snapshot["done"])
+        return vm
+
+
+async def execute(program: Program, host: fx.Host, process: str | None = None,
+                  args: dict[str, Any] | None = None, limits: Limits | None = None) -> fx.RunResult:
+    """Run an entry to its end over ``host``.
+
+    Returns ``finished`` (value = the JSON of the finish value) or ``failed`` for ``fail v``
+    (error = ``ProcessFailed``). Runtime errors raise ``LashRuntimeError``, limits
+    ``LimitExceeded``; a host's ``Parked`` propagates.
+    """
+    vm = Interpreter(program, process, args, limits)
+    prints: list[str] = []
+    effect = vm.start()
+    while True:
+        kind = type(effect)
+        if kind is fx.Finish:
+            await host.perform(effect)
+            return fx.RunResult("finished", effect.value, prints=prints)
+        if kind is fx.Fail:
+            await host.perform(effect)
+            error = ProcessFailed(failure_text(effect.value), effect.value)
+            return fx.RunResult("failed", None, error, prints=prints)
+        if kind is fx.Observe and effect.kind == "print":
+            prints.append(effect.text)
+        answer = await host.perform(effect)
+        effect = vm.send(answer)
+
+
+__all__ = ["Interpreter", "execute", "normalize_wrapper", "SNAPSHOT_VERSION"]
