@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lashflow.errors import LashflowError
@@ -56,14 +56,13 @@ class DirectCompletions:
                                 code="model_provider_missing")
         request = CompletionRequest.coerce(request)
         projector = self._context._projector
-        if projector is not None:
+        if projector is not None and any(m.get("role") == "tool" for m in request.messages):
             # Tool results sent on to a model pass the output budget (SPEC 3.6 site two).
-            messages = []
-            for message in request.messages:
-                if message.get("role") == "tool":
-                    message = {**message, "content": projector.project(message.get("content"), hint=DEFAULT_HINT)}
-                messages.append(message)
-            request.messages = messages
+            request = replace(request, messages=[
+                {**m, "content": projector.project(m.get("content"), hint=DEFAULT_HINT)} if m.get("role") == "tool"
+                else m
+                for m in request.messages
+            ])
         response = await self._provider.complete(request)
         self._context._record_usage(response)
         return response
