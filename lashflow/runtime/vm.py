@@ -122,10 +122,9 @@ class Interpreter:
         except LimitExceeded:
             self.done = True
             raise
-        pc = ~pc
         effect = self._effect
         self._effect = None
-        self.pc = pc + 1
+        self.pc = ~pc  # instructions return ~resume_pc with their effect
         if self.expect == TERMINAL:
             self.done = True
         else:
