@@ -9,7 +9,7 @@ can call it for the interpreter's ``ToolCall`` / ``ToolBatch`` effects.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 

@@ -6,12 +6,14 @@ import inspect
 import logging
 import types
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lashflow.errors import LashflowError
-from lashflow.lang.catalog import Catalog, Operation
 from lashflow.tools.decorator import FunctionTool
 from lashflow.tools.definition import RegisteredTool, ToolDefinition
+
+if TYPE_CHECKING:
+    from lashflow.lang.catalog import Catalog
 
 __all__ = ["ToolRegistry", "tools_in_module"]
 
@@ -109,8 +111,10 @@ class ToolRegistry:
     def definitions(self) -> list[ToolDefinition]:
         return [entry.definition for entry in self._tools.values()]
 
-    def catalog(self) -> Catalog:
+    def catalog(self) -> "Catalog":
         """Module path -> operations, for the linker (``lashflow check``)."""
+        from lashflow.lang.catalog import Catalog, Operation  # only the linker needs it
+
         catalog = Catalog()
         for entry in self._tools.values():
             d = entry.definition
