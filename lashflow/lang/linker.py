@@ -1,0 +1,550 @@
+"""The linker: names, processes, builtins, host modules and gradual static types.
+
+``link(module, catalog)`` checks a parsed module against a tool ``Catalog`` and returns it
+with ``ReceiverCall.module`` and every effect ``site`` filled in, or raises ``LangError``
+(code ``link_error``) for the first problem: declarations first (in source order), then
+the main block, as the original reports them (REFERENCE.md 3, 4.8, 5.5, 7.3; SPEC 2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lashflow.lang import ast as A
+from lashflow.lang import types as T
+from lashflow.lang.catalog import Catalog, Operation
+from lashflow.lang.diagnostics import LangError, link_error
+from lashflow.lang.sites import assign_sites, walk
+
+BUILTINS: dict[str, T.SType] = {
+    "len": T.INT, "empty": T.BOOL, "keys": T.LIST_ANY, "values": T.LIST_ANY, "trim": T.STR,
+    "to_string": T.STR, "to_int": T.INT, "to_float": T.FLOAT, "json_parse": T.ANY,
+    "contains": T.BOOL, "starts_with": T.BOOL, "ends_with": T.BOOL, "split": T.LIST_ANY,
+    "join": T.STR, "find": T.INT, "grep_text": T.LIST_ANY, "slice": T.ANY, "push": T.LIST_ANY,
+    "range": T.LIST_ANY, "ceil_div": T.INT, "floor_div": T.INT, "format": T.ANY,
+    "validate": T.ANY,
+}
+_SCALARS = {"str": T.STR, "int": T.INT, "float": T.FLOAT, "bool": T.BOOL, "dict": T.DICT,
+            "any": T.ANY}
+_ARITH = frozenset(["-", "*", "/", "%", "<", "<=", ">", ">="])
+_INT_OPS = frozenset(["+", "-", "*", "%"])
+UNSUPPORTED_TRIGGERS = "not supported by lashflow: triggers registry"
+
+Env = dict[str, T.SType]
+
+
+def resource_type_name(module: str) -> str:
+    """``tools`` -> ``Tools``; ``workspace.default`` -> ``WorkspaceDefault``."""
+    return "".join(part[:1].upper() + part[1:] for part in module.split("."))
+
+
+def link(module: A.Module, catalog: Catalog | None = None) -> A.Module:
+    """Check ``module``; fill module paths and site ids; raise ``LangError`` on a problem."""
+    Linker(module, catalog if catalog is not None else Catalog()).run()
+    return assign_sites(module)
+
+
+class Linker:
+    def __init__(self, module: A.Module, catalog: Catalog) -> None:
+        self.module = module
+        self.source = module.source
+        self.catalog = catalog
+        self.resources = {resource_type_name(m): m for m in catalog.modules}
+        self.type_decls: dict[str, A.TypeDecl] = {}
+        self.resolved: dict[str, T.SType] = {}
+        self.resolving: set[str] = set()
+        self.processes: dict[str, A.ProcessDecl] = {}
+        self.params: dict[str, list[tuple[str, T.SType]]] = {}
+        self.outputs: dict[str, T.SType | None] = {}
+        # per entry
+        self.proc: A.ProcessDecl | None = None
+        self.assigned: set[str] = set()
+        self.signal_types: dict[str, T.SType] = {}
+
+    def fail(self, message: str, node: Any = None) -> LangError:
+        span = getattr(node, "span", None)
+        if span is None or (span.start == 0 and span.end == 0 and node is None):
+            return link_error(self.source, message)
+        return link_error(self.source, message, span.start, end=span.end)
+
+    # ------------------------------------------------------------------ declarations
+
+    def run(self) -> None:
+        decls: list[Any] = sorted(
+            [*self.module.types, *self.module.processes], key=lambda d: d.span.start
+        )
+        for decl in decls:
+            table = self.type_decls if isinstance(decl, A.TypeDecl) else self.processes
+            if decl.name in table:
+                raise self.fail(f"duplicate declaration `{decl.name}`", decl)
+            table[decl.name] = decl  # type: ignore[assignment]
+        for decl in decls:
+            if isinstance(decl, A.TypeDecl):
+                self.resolve_named(decl.name, decl)
+            else:
+                self.signature(decl)
+        for decl in decls:
+            if isinstance(decl, A.ProcessDecl):
+                self.process_body(decl)
+        self.entry(None, self.module.main, {})
+
+    def resolve_named(self, name: str, node: Any) -> T.SType:
+        if name in self.resolved:
+            return self.resolved[name]
+        if name in self.resolving:
+            return T.Ref(name)  # recursive type: gradual
+        decl = self.type_decls[name]
+        self.resolving.add(name)
+        result = self.type_of(decl.type)
+        self.resolving.discard(name)
+        self.resolved[name] = result
+        return result
+
+    def type_of(self, t: A.TypeExpr) -> T.SType:
+        """A declared type expression as a static type (``unknown type `X``` otherwise)."""
+        if isinstance(t, A.TypeName):
+            if t.name in _SCALARS:
+                return _SCALARS[t.name]
+            if t.name in self.type_decls:
+                return self.resolve_named(t.name, t)
+            if t.name in self.resources:
+                return T.Resource(t.name)
+            raise self.fail(f"unknown type `{t.name}`", t)
+        if isinstance(t, A.TypeNull):
+            return T.NULL
+        if isinstance(t, A.TypeStringLiteral):
+            return T.Enum((t.value,))
+        if isinstance(t, A.TypeEnum):
+            return T.Enum(tuple(t.members))
+        if isinstance(t, A.TypeList):
+            return T.ListT(self.type_of(t.item))
+        if isinstance(t, A.TypeObject):
+            return T.Obj(tuple(T.Field(f.name, self.type_of(f.type), f.optional) for f in t.fields))
+        if isinstance(t, A.TypeUnion):
+            members: list[T.SType] = []
+            for m in t.members:
+                st = self.type_of(m)
+                if st not in members:
+                    members.append(st)
+            return members[0] if len(members) == 1 else T.UnionT(tuple(members))
+        if isinstance(t, A.TypeProcess):
+            return T.ProcessT(self.type_of(t.input), self.type_of(t.output))
+        if isinstance(t, A.TypeTriggerHandle):
+            raise self.fail(UNSUPPORTED_TRIGGERS, t)
+        return T.ANY
+
+    def signature(self, decl: A.ProcessDecl) -> None:
+        seen: set[str] = set()
+        params: list[tuple[str, T.SType]] = []
+        for p in decl.params:
+            if p.name in seen:
+                raise self.fail(f"duplicate process parameter `{p.name}`", p)
+            seen.add(p.name)
+            params.append((p.name, self.type_of(p.type)))
+        seen = set()
+        for s in decl.signals:
+            if s.name in seen:
+                raise self.fail(f"duplicate process signal `{s.name}`", s)
+            seen.add(s.name)
+            self.type_of(s.type)
+        self.params[decl.name] = params
+        self.outputs[decl.name] = self.type_of(decl.returns) if decl.returns is not None else None
+
+    def process_body(self, decl: A.ProcessDecl) -> None:
+        env: Env = {name: t for name, t in self.params[decl.name]}
+        self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
+        self.entry(decl, decl.body.body, env)
+
+    # ------------------------------------------------------------------ entries
+
+    def entry(self, proc: A.ProcessDecl | None, body: list[A.Stmt], env: Env) -> None:
+        self.proc = proc
+        self.assigned = set(env)
+        for stmt in body:
+            for node, _ in walk(stmt, ""):
+                if isinstance(node, A.Assign):
+                    self.assigned.add(node.name)
+                elif isinstance(node, (A.For, A.CompFor)):
+                    self.assigned.add(node.var)
+        self.block(body, env)
+
+    def block(self, body: list[A.Stmt], env: Env) -> None:
+        for stmt in body:
+            self.stmt(stmt, env)
+
+    def stmt(self, s: A.Stmt, env: Env) -> None:  # noqa: C901 - one case per statement
+        if isinstance(s, A.Assign):
+            value = self.expr(s.value, env)
+            if not s.steps:
+                env[s.name] = T.widen(value)
+            else:
+                self.assign_path(s, env)
+        elif isinstance(s, A.ExprStmt):
+            self.expr(s.expr, env)
+        elif isinstance(s, A.ValueStmt):
+            value = self.expr(s.value, env)
+            if s.kind == "finish" and self.proc is not None:
+                expected = self.outputs.get(self.proc.name)
+                if expected is not None:
+                    try:
+                        T.check_assignable(value, expected)
+                    except T.Mismatch:
+                        raise self.fail(
+                            f"process `{self.proc.name}` return type is incompatible: expected "
+                            f"{expected.render()}, got {value.render()}",
+                            s,
+                        ) from None
+        elif isinstance(s, A.If):
+            self.expr(s.cond, env)
+            then_env = dict(env)
+            self.block(s.then.body, then_env)
+            else_env = dict(env)
+            if isinstance(s.otherwise, A.Block):
+                self.block(s.otherwise.body, else_env)
+            elif isinstance(s.otherwise, A.If):
+                self.stmt(s.otherwise, else_env)
+            _merge(env, then_env, else_env)
+        elif isinstance(s, A.For):
+            item = self.iterate(self.expr(s.iterable, env), s.iterable)
+            saved = env.get(s.var)
+            self.loop(env, s.body.body, {s.var: item})
+            if saved is None:
+                env.pop(s.var, None)
+            else:
+                env[s.var] = saved
+        elif isinstance(s, A.While):
+            self.expr(s.cond, env)
+            self.loop(env, s.body.body, {})
+        # Break / Continue: nothing to check
+
+    def loop(self, env: Env, body: list[A.Stmt], bind: Env) -> None:
+        """Check a loop body, widening the variables it assigns after one pass."""
+        first = dict(env)
+        first.update(bind)
+        self.block(body, first)
+        widened = dict(env)
+        _merge(widened, env, first)
+        second = dict(widened)
+        second.update(bind)
+        self.block(body, second)
+        _merge(env, widened, second)
+
+    def assign_path(self, s: A.Assign, env: Env) -> None:
+        current: T.SType = env.get(s.name, T.ANY)
+        last = len(s.steps) - 1
+        for i, step in enumerate(s.steps):
+            if isinstance(step, A.FieldStep):
+                if isinstance(current, T.Obj):
+                    field = current.get(step.name)
+                    if field is None:
+                        if current.open:
+                            current = T.ANY
+                            continue
+                        raise self.fail(f"object type has no field `{step.name}`", step)
+                    current = field.type
+                else:
+                    current = T.ANY
+            else:
+                key = self.expr(step.index, env)
+                if i < last:
+                    current = _index_type(current, key)
+
+    def iterate(self, t: T.SType, node: Any) -> T.SType:
+        if isinstance(t, T.ListT):
+            return t.item
+        if T.is_gradual(t):
+            return T.ANY
+        if isinstance(t, T.UnionT) and all(isinstance(m, T.ListT) for m in t.members):
+            return T.join(m.item for m in t.members)  # type: ignore[union-attr]
+        raise self.fail(f"cannot iterate over {t.render()}; expected a list", node)
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e: Any, env: Env) -> T.SType:  # noqa: C901 - one case per node
+        if isinstance(e, A.Name):
+            return self.name(e, env)
+        if isinstance(e, A.String):
+            return T.StrLit(e.value)
+        if isinstance(e, A.Number):
+            return T.INT if e.value == int(e.value) and abs(e.value) < 2**63 else T.FLOAT
+        if isinstance(e, A.Bool):
+            return T.BOOL
+        if isinstance(e, A.Null):
+            return T.NULL
+        if isinstance(e, A.ReceiverCall):
+            return self.receiver_call(e, env)
+        if isinstance(e, A.Await):
+            inner = self.expr(e.expr, env)
+            if isinstance(e.expr, A.Unwrap) or isinstance(inner, T.Wrapper):
+                return inner
+            if isinstance(inner, T.Handle):
+                return T.Wrapper(inner.output)
+            return T.ANY
+        if isinstance(e, A.Unwrap):
+            inner = self.expr(e.expr, env)
+            if isinstance(inner, T.Wrapper):
+                return inner.inner
+            return T.ANY
+        if isinstance(e, A.Field):
+            return self.field(e, env)
+        if isinstance(e, A.Index):
+            return _index_type(self.expr(e.obj, env), self.expr(e.index, env))
+        if isinstance(e, A.Binary):
+            return self.binary(e, env)
+        if isinstance(e, A.Unary):
+            operand = self.expr(e.operand, env)
+            if e.op == "not":
+                return T.BOOL
+            return T.INT if operand == T.INT else T.FLOAT
+        if isinstance(e, A.Ternary):
+            self.expr(e.cond, env)
+            return T.join([self.expr(e.then, env), self.expr(e.otherwise, env)])
+        if isinstance(e, (A.ListLit, A.TupleLit)):
+            items = [self.expr(x, env) for x in e.items]
+            return T.ListT(T.join(items)) if items else T.LIST_ANY
+        if isinstance(e, A.RecordLit):
+            fields: dict[str, T.SType] = {}
+            for key, value in e.entries:
+                fields[key] = self.expr(value, env)
+            return T.Obj(tuple(T.Field(k, v) for k, v in fields.items()))
+        if isinstance(e, A.BuiltinCall):
+            return self.builtin(e, env)
+        if isinstance(e, A.Start):
+            return self.start(e, env)
+        if isinstance(e, A.Comprehension):
+            return self.comprehension(e, env)
+        if isinstance(e, A.Sleep):
+            self.expr(e.value, env)
+            return T.NULL
+        if isinstance(e, A.WaitSignal):
+            if self.proc is None:
+                raise self.fail("`wait_signal` can only be used inside a process body", e)
+            return self.signal_types.get(e.name, T.ANY)
+        if isinstance(e, A.SignalRun):
+            self.expr(e.run, env)
+            self.expr(e.payload, env)
+            return T.NULL
+        if isinstance(e, A.TypeLiteral):
+            return T.DICT
+        return T.ANY
+
+    def name(self, e: A.Name, env: Env) -> T.SType:
+        name = e.name
+        if name in env:
+            return env[name]
+        if name in self.assigned:
+            return T.ANY
+        if name in self.processes:
+            out = self.outputs.get(name)
+            return T.ProcessT(T.ANY, out if out is not None else T.ANY)
+        if name in self.catalog.modules:
+            return T.Resource(resource_type_name(name), name)
+        if self.proc is not None:
+            if name in ("input", "inputs"):
+                return T.ANY
+            raise self.fail(f"unknown name `{name}`", e)
+        return T.ANY
+
+    def field(self, e: A.Field, env: Env) -> T.SType:
+        obj = self.expr(e.obj, env)
+        if isinstance(obj, T.Obj):
+            f = obj.get(e.name)
+            if f is None:
+                if obj.open:
+                    return T.ANY
+                raise self.fail(f"object type has no field `{e.name}`", e)
+            return T.join([f.type, T.NULL]) if f.optional else f.type
+        return T.ANY
+
+    def binary(self, e: A.Binary, env: Env) -> T.SType:
+        left = self.expr(e.left, env)
+        right = self.expr(e.right, env)
+        op = e.op
+        gradual = T.is_gradual(left) or T.is_gradual(right)
+
+        def refuse() -> LangError:
+            return self.fail(
+                f"operator `{op}` does not accept {left.render()} and {right.render()}", e
+            )
+
+        if op in ("and", "or"):
+            if not gradual and not (_is_bool(left) and _is_bool(right)):
+                raise refuse()
+            return T.BOOL
+        if op in ("==", "!="):
+            if not gradual and T.category(left) != T.category(right):
+                raise refuse()
+            return T.BOOL
+        if op == "+":
+            if not gradual:
+                both_lists = isinstance(left, T.ListT) and isinstance(right, T.ListT)
+                if not (both_lists or (T.is_scalar(left) and T.is_scalar(right))):
+                    raise refuse()
+                if both_lists:
+                    return T.ListT(T.join([left.item, right.item]))  # type: ignore[union-attr]
+                if _is_text(left) or _is_text(right):
+                    return T.STR
+            elif _is_text(left) or _is_text(right):
+                return T.STR
+        elif op in _ARITH:
+            if not gradual and not (T.is_scalar(left) and T.is_scalar(right)):
+                raise refuse()
+            if op in ("<", "<=", ">", ">="):
+                return T.BOOL
+        if gradual:
+            return T.ANY
+        if op in _INT_OPS and left == T.INT and right == T.INT:
+            return T.INT
+        return T.FLOAT
+
+    def builtin(self, e: A.BuiltinCall, env: Env) -> T.SType:
+        result = BUILTINS.get(e.name)
+        if result is None:
+            owner = self._tool_module(e.name)
+            if owner is not None:
+                raise self.fail(
+                    f"tools must be called through module paths, e.g. `{owner}.{e.name}`", e
+                )
+            raise self.fail(f"unknown builtin `{e.name}`", e)
+        for arg in e.args:
+            self.expr(arg, env)
+        return result
+
+    def _tool_module(self, name: str) -> str | None:
+        for module, ops in self.catalog.modules.items():
+            if name in ops:
+                return module
+        return None
+
+    def receiver_call(self, e: A.ReceiverCall, env: Env) -> T.SType:
+        op = self.resolve_receiver(e, env)
+        args = [self.expr(a, env) for a in e.args]
+        output: T.SType = T.ANY
+        if op is not None:
+            if op.input_schema is not None and len(args) == 1:
+                expected = T.from_schema(op.input_schema)
+                try:
+                    T.check_assignable(args[0], expected)
+                except T.Mismatch as exc:
+                    message = exc.message or (
+                        f"operation `{e.operation}` expects {expected.render()}, "
+                        f"got {args[0].render()}"
+                    )
+                    raise self.fail(message, e) from None
+            if op.output_schema is not None:
+                output = T.from_schema(op.output_schema)
+        return T.Wrapper(output)
+
+    def resolve_receiver(self, e: A.ReceiverCall, env: Env) -> Operation | None:
+        """Find the module behind ``receiver.op(...)``; fills ``e.module`` when static."""
+        path = _path_of(e.receiver)
+        not_authority = f"receiver for operation `{e.operation}` is not a module authority"
+        if path is None:
+            receiver = self.expr(e.receiver, env)
+            return self._resource_op(receiver, e, not_authority)
+        root = path.split(".", 1)[0]
+        if root in env or root in self.assigned:
+            receiver = self.expr(e.receiver, env)
+            return self._resource_op(receiver, e, not_authority)
+        if path in self.catalog.modules:
+            op = self.catalog.operation(path, e.operation)
+            if op is None:
+                raise self.fail(f"module `{path}` does not expose operation `{e.operation}`", e)
+            e.module = path
+            return op
+        if root in ("triggers", "trigger"):
+            raise self.fail(UNSUPPORTED_TRIGGERS, e)
+        if "." in path and any(m.startswith(root + ".") or m == root for m in self.catalog.modules):
+            raise self.fail(f"unknown module `{path}`", e)
+        raise self.fail(not_authority, e)
+
+    def _resource_op(self, receiver: T.SType, e: A.ReceiverCall, message: str) -> Operation | None:
+        if isinstance(receiver, T.Resource):
+            module = receiver.module or self.resources.get(receiver.type_name)
+            if module is None:
+                raise self.fail(message, e)
+            op = self.catalog.operation(module, e.operation)
+            if op is None:
+                raise self.fail(
+                    f"resource type `{receiver.type_name}` does not expose operation "
+                    f"`{e.operation}`",
+                    e,
+                )
+            return op
+        raise self.fail(message, e)
+
+    def start(self, e: A.Start, env: Env) -> T.SType:
+        decl = self.processes.get(e.process)
+        if decl is None:
+            raise self.fail(f"unknown process `{e.process}`", e)
+        params = dict(self.params[e.process])
+        given: set[str] = set()
+        for key, value in e.args:
+            if key in given:
+                raise self.fail(f"duplicate process argument `{key}`", value)
+            given.add(key)
+            if key not in params:
+                raise self.fail(f"process `{e.process}` does not accept argument `{key}`", value)
+            actual = self.expr(value, env)
+            try:
+                T.check_assignable(actual, params[key])
+            except T.Mismatch as exc:
+                raise self.fail(
+                    exc.message
+                    or f"process `{e.process}` argument `{key}` expects "
+                    f"{params[key].render()}, got {actual.render()}",
+                    value,
+                ) from None
+        for name, _ in self.params[e.process]:
+            if name not in given:
+                raise self.fail(f"process `{e.process}` is missing argument `{name}`", e)
+        out = self.outputs.get(e.process)
+        return T.Handle(out if out is not None else T.ANY)
+
+    def comprehension(self, e: A.Comprehension, env: Env) -> T.SType:
+        inner = dict(env)
+        for clause in e.clauses:
+            if isinstance(clause, A.CompFor):
+                inner[clause.var] = self.iterate(self.expr(clause.iterable, inner), clause.iterable)
+            else:
+                self.expr(clause.cond, inner)
+        return T.ListT(T.widen(self.expr(e.element, inner)))
+
+
+def _merge(target: Env, a: Env, b: Env) -> None:
+    for name in set(a) | set(b):
+        if name in a and name in b:
+            target[name] = a[name] if a[name] == b[name] else T.join([a[name], b[name]])
+        else:
+            target[name] = T.ANY
+
+
+def _index_type(obj: T.SType, key: T.SType) -> T.SType:
+    if isinstance(obj, T.ListT):
+        return obj.item
+    if isinstance(obj, T.Obj) and isinstance(key, T.StrLit):
+        f = obj.get(key.value)
+        return f.type if f is not None else T.ANY
+    return T.ANY
+
+
+def _is_bool(t: T.SType) -> bool:
+    if t == T.BOOL:
+        return True
+    return isinstance(t, T.UnionT) and all(_is_bool(m) for m in t.members)
+
+
+def _is_text(t: T.SType) -> bool:
+    return t == T.STR or isinstance(t, (T.StrLit, T.Enum))
+
+
+def _path_of(node: Any) -> str | None:
+    """``a.b.c`` as a dotted path if ``node`` is a plain name or a chain of fields."""
+    parts: list[str] = []
+    while isinstance(node, A.Field):
+        parts.append(node.name)
+        node = node.obj
+    if not isinstance(node, A.Name):
+        return None
+    parts.append(node.name)
+    return ".".join(reversed(parts))

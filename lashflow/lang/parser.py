@@ -1,0 +1,161 @@
+"""``parse(source) -> Module``: tokenizer + token pass + Lark LALR + AST builder.
+
+The Lark parser is built once per process, on first use, from ``grammar/lashlang.lark``
+with ``cache=True`` (the LALR tables are pickled next to the temp dir), so importing
+``lashflow`` costs nothing and later processes skip the table construction.
+Lark's ``UnexpectedToken`` is turned into the original's recursive-descent messages here.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from lashflow.lang import ast as A
+from lashflow.lang.diagnostics import LangError, parse_error
+from lashflow.lang.tokenpass import CLOSER_OF, PassLexer, TokenPass, accepts
+from lashflow.lang.tokens import Tok, render_found, tokenize
+
+GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "lashlang.lark"
+
+_lock = threading.Lock()
+_parser: Any = None
+_builder: Any = None
+
+
+def grammar_text() -> str:
+    return GRAMMAR_PATH.read_text(encoding="utf-8")
+
+
+def get_parser() -> Any:
+    """The shared LALR parser (built lazily; tables cached on disk by Lark)."""
+    global _parser, _builder
+    if _parser is None:
+        with _lock:
+            if _parser is None:
+                from lark import Lark
+
+                from lashflow.lang.transform import AstBuilder
+
+                builder = AstBuilder()
+                _parser = Lark(
+                    grammar_text(),
+                    parser="lalr",
+                    lexer=PassLexer,
+                    transformer=builder,
+                    cache=True,
+                    maybe_placeholders=False,
+                )
+                _builder = builder
+    return _parser
+
+
+def parse(source: str) -> A.Module:
+    """Parse Lashlang source into a ``Module``; raises ``LangError`` (code parse_error)."""
+    from lark.exceptions import UnexpectedInput
+
+    if not isinstance(source, str):
+        raise TypeError("source must be a str")
+    toks = tokenize(source)
+    parser = get_parser()
+    ctx = TokenPass(source, toks)
+    try:
+        module = parser.parse(ctx)
+    except LangError:
+        raise
+    except UnexpectedInput as exc:
+        raise _translate(ctx, exc) from None
+    except RecursionError:  # pragma: no cover - the pass caps nesting before this
+        raise parse_error(source, "expression nesting too deep (limit 40); flatten the program", 0)
+    module.source = source
+    return module
+
+
+# ---------------------------------------------------------------------- error messages
+
+_EXPECT_NAMES = {
+    "RBRACE": "`}`", "RPAR": "`)`", "RSQB": "`]`", "COLON": "`:`", "ASSIGN_EQ": "`=`",
+    "IN": "`in`", "BLOCK_LBRACE": "`{`", "LBRACE": "`{`", "CALL_LPAR": "`(`", "LPAR": "`(`",
+    "LSQB": "`[`", "INDEX_LSQB": "`[`", "LT": "`<`", "GT": "`>`", "COMMA": "`,`",
+    "IDENT": "identifier", "ASSIGN_NAME": "identifier", "STRING": "string literal",
+    "KW_LABEL": "label", "KEY": "identifier, string key, or keyword key", "AT": "`@`",
+    "DOT": "`.`", "PIPE": "`|`", "ARROW": "`-`",
+}
+_CLOSER_TERM = {"}": "RBRACE", ")": "RPAR", "]": "RSQB", ">": "GT", ":": "COLON"}
+# Terminals that only continue what is already there; the original never names them.
+_CONTINUATION = frozenset(
+    ["DOT", "INDEX_LSQB", "CALL_LPAR", "QMARK_TERN", "QMARK_UNWRAP", "QMARK_OPT",
+     "TRAILING_COMMA", "TUPLE_END", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "EQEQ", "NE",
+     "LT", "LE", "GT", "GE", "AND", "OR", "PIPE", "FOR", "IF"]
+)
+_LOOP_STOPS_AT_EOF = frozenset(["BLOCK", "NAMED", "PARAMS", "SIGNALS", "LABEL"])
+_HINTS = {
+    "`if`": "use `cond ? yes : no` for inline conditionals",
+    "`for`": "`for` is a statement. Put it on its own line, not inside an expression or "
+    "record literal.",
+}
+
+
+def _translate(ctx: TokenPass, exc: Any) -> LangError:
+    """Phrase an LALR failure the way the recursive-descent original does."""
+    tok: Tok = ctx.toks[ctx.cur]
+    token = getattr(exc, "token", None)
+    if token is not None and getattr(token, "type", "") == "$END":
+        tok = ctx.toks[-1]
+    found = render_found(tok)
+    states = get_parser().parser.parser.parser.parse_table.states
+    stack = ctx.pre_stack or [0]
+    terms = {t for t in states[stack[-1]] if t.isupper() or t == "$END"} | _ALL_TERMS
+    acceptable = {t for t in terms if accepts(states, stack, t)}
+    top = ctx.pre_top
+    eof = tok.kind == "EOF"
+    message = _message(acceptable, top.kind if top else "", eof, found)
+    hint = _HINTS.get(found) if message.startswith("unexpected") else None
+    return parse_error(ctx.source, message, tok.start, end=tok.end, hint=hint)
+
+
+def _message(acc: set[str], top: str, eof: bool, found: str) -> str:
+    closer = _CLOSER_TERM[CLOSER_OF[top]] if top else ""
+    if eof and top in _LOOP_STOPS_AT_EOF and (
+        ("KW_BREAK" in acc and top == "BLOCK")
+        or ("KEY" in acc and top == "NAMED")
+        or ("IDENT" in acc and top in ("PARAMS", "SIGNALS", "LABEL"))
+    ):
+        return f"expected {_EXPECT_NAMES[closer]}, found {found}"
+    if "NUMBER" in acc:
+        return f"unexpected {found}"
+    if "KEY" in acc:
+        return f"expected {_EXPECT_NAMES['KEY']}, found {found}"
+    if "IDENT" in acc or "ASSIGN_NAME" in acc:
+        return f"expected identifier, found {found}"
+    if "T_LIST" in acc:
+        return f"expected type expression, found {found}"
+    if "STRING" in acc:
+        return f"expected string literal, found {found}"
+    if "FOR" in acc and "KW_UNTIL" in acc:
+        return f"expected `for` or `until`, found {found}"
+    if closer and closer in acc:
+        return f"expected {_EXPECT_NAMES[closer]}, found {found}"
+    rest = acc - _CONTINUATION - {"$END"}
+    if "BLOCK_LBRACE" in rest:
+        return f"expected `{{`, found {found}"
+    if len(rest) == 1:
+        name = _EXPECT_NAMES.get(next(iter(rest)))
+        if name:
+            return f"expected {name}, found {found}"
+    if not rest and len(acc - {"$END"}) == 1:
+        name = _EXPECT_NAMES.get(next(iter(acc - {"$END"})))
+        if name:
+            return f"expected {name}, found {found}"
+    return f"unexpected {found}"
+
+
+_ALL_TERMS = frozenset(
+    """IDENT NUMBER STRING KEY ASSIGN_NAME ASSIGN_EQ IF ELSE FOR IN AWAIT CANCEL PRINT AND OR
+    NOT TRUE FALSE NULL KW_LET KW_FINISH KW_FAIL KW_YIELD KW_WAKE KW_BREAK KW_CONTINUE KW_WHILE
+    KW_TYPE KW_PROCESS KW_SIGNALS KW_START KW_SLEEP KW_UNTIL KW_TYPELIT KW_LABEL T_LIST T_ENUM
+    T_PROCESS T_TRIGGER T_TYPE BLOCK_LBRACE LBRACE RBRACE CALL_LPAR LPAR RPAR INDEX_LSQB LSQB
+    RSQB COMMA TRAILING_COMMA TUPLE_END COLON DOT AT PIPE ARROW QMARK_TERN QMARK_UNWRAP
+    QMARK_OPT EQEQ NE LT LE GT GE PLUS MINUS NEG STAR SLASH PERCENT""".split()
+)

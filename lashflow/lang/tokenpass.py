@@ -1,0 +1,792 @@
+"""The token pass between the tokenizer and Lark's LALR parser (REFERENCE.md 2.4).
+
+Lark calls ``PassLexer.lex`` lazily, one token at a time, and between two tokens the
+parser's state is up to date. The pass reads that state (which terminals can be shifted
+now) plus the raw tokens ahead, and gives each raw token its terminal: a contextual word
+becomes a keyword only at statement start, `(` after a name is a call, `[` after an operand
+is an index, `?` is a ternary only if the forward scan of 2.4 item 4 finds its `:`, and so
+on. It also raises the parse errors that are not about grammar (loop-only and
+process-only statements, removed syntax, `@label` fields, signal-name literals, the
+nesting limit), at the token where the original reports them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from lark.lexer import Lexer, Token
+from lark.parsers.lalr_analysis import Shift
+
+from lashflow.lang.diagnostics import LangError, parse_error
+from lashflow.lang.tokens import Tok, render_found
+
+MAX_NESTING = 40
+# Long operator / postfix chains make a deep tree without any bracket; every later tree
+# walk recurses, so their length (summed over the open brackets) is capped as well.
+MAX_CHAIN = 200
+
+NESTING_MESSAGE = f"expression nesting too deep (limit {MAX_NESTING}); flatten the program"
+
+_SIMPLE = {
+    "}": "RBRACE", ")": "RPAR", "]": "RSQB", ":": "COLON", ".": "DOT", "@": "AT",
+    "==": "EQEQ", "!=": "NE", "<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "+": "PLUS",
+    "*": "STAR", "/": "SLASH", "%": "PERCENT", "|": "PIPE", "||": "OR", "&&": "AND",
+    "!": "NOT", "NUMBER": "NUMBER", "in": "IN", "await": "AWAIT", "and": "AND", "or": "OR",
+    "not": "NOT", "true": "TRUE", "false": "FALSE", "null": "NULL", "else": "ELSE",
+}
+# Reserved words that are also valid keys (`{ if: 1 }`, `r.print`).
+KEY_WORDS = frozenset(
+    "if else for in await cancel submit print call and or not true false null".split()
+)
+_STMT_WORDS = {
+    "let": "KW_LET", "finish": "KW_FINISH", "fail": "KW_FAIL", "yield": "KW_YIELD",
+    "wake": "KW_WAKE", "break": "KW_BREAK", "continue": "KW_CONTINUE", "while": "KW_WHILE",
+}
+_TYPE_WORDS = {
+    "list": "T_LIST", "enum": "T_ENUM", "Process": "T_PROCESS", "TriggerHandle": "T_TRIGGER",
+    "Type": "T_TYPE",
+}
+_EXPR_START = frozenset(
+    ["null", "true", "false", "NUMBER", "STRING", "IDENT", "(", "[", "{", "await", "-", "!", "not"]
+)
+_CLOSERS = frozenset(["}", ")", "]"])
+_BINARY = frozenset(
+    ["EQEQ", "NE", "LT", "LE", "GT", "GE", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "AND",
+     "OR", "NEG", "NOT", "AWAIT", "DOT", "INDEX_LSQB", "QMARK_UNWRAP", "QMARK_TERN"]
+)
+
+# Opener kinds and their closing raw token.
+CLOSER_OF = {
+    "BLOCK": "}", "RECORD": "}", "TYPE_OBJ": "}", "SIGNALS": "}", "PAREN": ")", "CALL": ")",
+    "NAMED": ")", "PARAMS": ")", "LABEL": ")", "LIST": "]", "INDEX": "]", "TYPE_LIST": "]",
+    "ENUM": "]", "ANGLE": ">", "TERN": ":",
+}
+_EXPR_GROUPS = frozenset(["PAREN", "CALL", "LIST", "INDEX", "TERN"])
+_KEYED_GROUPS = frozenset(["RECORD", "NAMED"])
+_TYPE_GROUPS = frozenset(["TYPE_OBJ", "TYPE_LIST", "ANGLE"])
+
+
+class Opener:
+    """An open bracket (or ternary `?`) the pass is inside of."""
+
+    __slots__ = ("kind", "index", "header", "counted", "pending", "ops", "fields")
+
+    def __init__(self, kind: str, index: int, header: str = "") -> None:
+        self.kind = kind
+        self.index = index
+        self.header = header
+        self.counted = False
+        self.pending = kind in _EXPR_GROUPS or kind in _TYPE_GROUPS
+        self.ops = 0
+        self.fields: set[str] | None = set() if kind == "TYPE_OBJ" else None
+
+
+def accepts(states: dict, stack: list, term: str) -> bool:
+    """Would the parser shift ``term`` from ``stack``? (simulates the reductions it forces)."""
+    state = stack[-1]
+    action = states[state].get(term)
+    if action is None:
+        return False
+    if action[0] is Shift:
+        return True
+    top = len(stack) - 1
+    extra: list[Any] = []
+    while True:
+        kind, arg = action
+        if kind is Shift:
+            return True
+        size = len(arg.expansion)
+        if size:
+            if len(extra) >= size:
+                del extra[len(extra) - size:]
+            else:
+                top -= size - len(extra)
+                extra.clear()
+        base = extra[-1] if extra else stack[top]
+        state = states[base][arg.origin.name][1]
+        extra.append(state)
+        action = states[state].get(term)
+        if action is None:
+            return False
+
+
+class TokenPass:
+    """Per-parse state of the pass: raw tokens, the opener stack, pending checks."""
+
+    def __init__(self, source: str, toks: list[Tok]) -> None:
+        self.text = source  # Lark's LexerState reads `.text`
+        self.source = source
+        self.toks = toks
+        self.openers: list[Opener] = []
+        self.cur = 0
+        self.pre_stack: list[Any] = []
+        self.pre_top: Opener | None = None
+        self.states: dict = {}
+        self.stack: list[Any] = []
+        self.last = ""  # terminal of the previous token
+        self.prev2 = ""  # terminal before that
+        self.header = ""  # kind of the block the next BLOCK_LBRACE opens
+        self.loop_depth = 0
+        self.process_depth = 0
+        self.block_frames = 0
+        self.stmt_frame = 0
+        self.stmt_ops = 0
+        self.chain = 0  # sum of `ops` over the open levels (+ statement level)
+        self.pending_stmt = False  # next token begins a statement's expression
+        self.frame_after: int = -1  # token index after which the statement expression starts
+        self.deferred: dict[int, LangError] = {}
+        self.label_closed = False
+
+    # ------------------------------------------------------------------ helpers
+
+    def ok(self, term: str) -> bool:
+        return accepts(self.states, self.stack, term)
+
+    def err(self, message: str, offset: int, hint: str | None = None) -> LangError:
+        return parse_error(self.source, message, offset, hint=hint)
+
+    def depth(self) -> int:
+        groups = 0
+        for op in self.openers:
+            if op.counted:
+                groups += 1
+        return self.block_frames + self.stmt_frame + groups
+
+    def enter(self, index: int) -> None:
+        """The original's nesting guard: entering one more level at token ``index``."""
+        if self.depth() >= MAX_NESTING:
+            raise self.err(NESTING_MESSAGE, self.toks[index].start)
+
+    def bump_chain(self, index: int, amount: int = 1) -> None:
+        if self.openers:
+            self.openers[-1].ops += amount
+        else:
+            self.stmt_ops += amount
+        self.chain += amount
+        if self.chain + len(self.openers) > MAX_CHAIN:
+            raise self.err(NESTING_MESSAGE, self.toks[index].start)
+
+    def reset_level(self) -> None:
+        if self.openers:
+            self.chain -= self.openers[-1].ops
+            self.openers[-1].ops = 0
+        else:
+            self.chain -= self.stmt_ops
+            self.stmt_ops = 0
+
+    def is_assignment(self, i: int) -> bool:
+        """2.4 item 1: identifier, then `.key` / balanced `[...]` steps, then a single `=`."""
+        toks = self.toks
+        j = i + 1
+        while True:
+            kind = toks[j].kind
+            if kind == ".":
+                nxt = toks[j + 1].kind
+                if not (nxt == "IDENT" or nxt == "STRING" or nxt in KEY_WORDS):
+                    return False
+                j += 2
+            elif kind == "[":
+                after = self.skip_brackets(j)
+                if after < 0:
+                    return False
+                j = after
+            else:
+                return kind == "="
+
+    def skip_brackets(self, j: int) -> int:
+        parens = braces = 0
+        brackets = 1
+        toks = self.toks
+        for k in range(j + 1, len(toks)):
+            kind = toks[k].kind
+            if kind == "(":
+                parens += 1
+            elif kind == ")":
+                if parens == 0:
+                    return -1
+                parens -= 1
+            elif kind == "[":
+                brackets += 1
+            elif kind == "]":
+                brackets -= 1
+                if brackets == 0 and parens == 0 and braces == 0:
+                    return k + 1
+                if brackets < 0:
+                    return -1
+            elif kind == "{":
+                braces += 1
+            elif kind == "}":
+                if braces == 0:
+                    return -1
+                braces -= 1
+            elif kind == "EOF":
+                return -1
+        return -1
+
+    def starts_ternary(self, i: int) -> bool:
+        """2.4 item 4: is the `?` at ``i`` a ternary question mark?"""
+        toks = self.toks
+        if toks[i + 1].kind not in _EXPR_START:
+            return False
+        parens = brackets = braces = 0
+        for k in range(i + 1, len(toks)):
+            kind = toks[k].kind
+            if parens == 0 and brackets == 0 and braces == 0:
+                if kind == ":":
+                    return True
+                if kind in ("=", ",", ")", "]", "}"):
+                    return False
+            if kind == "EOF":
+                return False
+            if kind == "(":
+                parens += 1
+            elif kind == ")":
+                if parens == 0:
+                    return False
+                parens -= 1
+            elif kind == "[":
+                brackets += 1
+            elif kind == "]":
+                if brackets == 0:
+                    return False
+                brackets -= 1
+            elif kind == "{":
+                braces += 1
+            elif kind == "}":
+                if braces == 0:
+                    return False
+                braces -= 1
+        return False
+
+    def matching(self, i: int) -> int:
+        """Index of the `)` closing the `(` at ``i`` (-1 if none)."""
+        depth = 0
+        toks = self.toks
+        for k in range(i, len(toks)):
+            kind = toks[k].kind
+            if kind in ("(", "[", "{"):
+                depth += 1
+            elif kind in (")", "]", "}"):
+                depth -= 1
+                if depth == 0:
+                    return k if kind == ")" else -1
+            elif kind == "EOF":
+                return -1
+        return -1
+
+    def args_of(self, lpar: int, rpar: int) -> list[list[Tok]]:
+        """The argument token runs of a call, split on top-level commas."""
+        args: list[list[Tok]] = [[]]
+        depth = 0
+        for tok in self.toks[lpar + 1: rpar]:
+            kind = tok.kind
+            if kind in ("(", "[", "{"):
+                depth += 1
+            elif kind in (")", "]", "}"):
+                depth -= 1
+            elif kind == "," and depth == 0:
+                args.append([])
+                continue
+            args[-1].append(tok)
+        if not args[-1]:
+            args.pop()
+        return args
+
+    # ------------------------------------------------------------------ the pass
+
+    def run(self, pstate: Any) -> Iterator[Token]:
+        self.states = pstate.parse_conf.states
+        self.stack = pstate.state_stack
+        toks = self.toks
+        new_token = Token._future_new
+        i = 0
+        while True:
+            tok = toks[i]
+            self.pre_top = self.openers[-1] if self.openers else None
+            self.pre_stack = self.stack[:]
+            self.cur = i
+            if tok.kind == "EOF":
+                return
+            term = self.classify(i, tok)
+            self.after(i, tok, term)
+            self.prev2 = self.last
+            self.last = term
+            yield new_token(term, tok.value, tok.start, None, None, None, None, tok.end)
+            pending = self.deferred.pop(i, None)
+            if pending is not None:
+                raise pending
+            i += 1
+
+    def new_statement(self) -> None:
+        self.stmt_frame = 0
+        self.reset_level()
+
+    def begin_expr_frame(self, i: int) -> None:
+        self.enter(i)
+        self.stmt_frame = 1
+
+    def classify(self, i: int, tok: Tok) -> str:  # noqa: C901 - one dispatch on token kind
+        kind = tok.kind
+        if self.label_closed:
+            self.label_closed = False
+            self.check_label_target(i, tok)
+        if self.pending_stmt:
+            self.pending_stmt = False
+            self.begin_expr_frame(i)
+        elif self.frame_after >= 0 and i == self.frame_after:
+            self.frame_after = -1
+            self.begin_expr_frame(i)
+        else:
+            self.pending_enter(i, kind)
+
+        if kind == "IDENT":
+            return self.ident(i, tok)
+        if kind == "NUMBER":
+            self.maybe_expr_statement(i, "NUMBER")
+            return "NUMBER"
+        if kind == "STRING":
+            if self.ok("KEY"):
+                return "KEY"
+            self.maybe_expr_statement(i, "STRING")
+            return "STRING"
+        if kind in KEY_WORDS:
+            if self.ok("KEY"):
+                return "KEY"
+            return self.reserved(i, tok)
+        if kind == "{":
+            if self.ok("BLOCK_LBRACE"):
+                return "BLOCK_LBRACE"
+            self.maybe_expr_statement(i, "LBRACE")
+            return "LBRACE"
+        if kind == "(":
+            if self.ok("CALL_LPAR"):
+                return "CALL_LPAR"
+            self.maybe_expr_statement(i, "LPAR")
+            return "LPAR"
+        if kind == "[":
+            if self.ok("INDEX_LSQB"):
+                return "INDEX_LSQB"
+            self.maybe_expr_statement(i, "LSQB")
+            return "LSQB"
+        if kind == "-":
+            if self.ok("MINUS"):
+                return "MINUS"
+            if self.toks[i + 1].kind == ">" and self.ok("ARROW"):
+                return "ARROW"
+            self.maybe_expr_statement(i, "NEG")
+            return "NEG"
+        if kind == "!":
+            self.maybe_expr_statement(i, "NOT")
+            return "NOT"
+        if kind == ",":
+            nxt = self.toks[i + 1].kind
+            if nxt in _CLOSERS or nxt == "EOF":
+                if self.ok("TUPLE_END"):
+                    return "TUPLE_END"
+                top = self.openers[-1] if self.openers else None
+                if top is not None and CLOSER_OF[top.kind] == nxt and self.ok("TRAILING_COMMA"):
+                    return "TRAILING_COMMA"
+            return "COMMA"
+        if kind == "?":
+            if self.ok("QMARK_OPT"):
+                return "QMARK_OPT"
+            return "QMARK_TERN" if self.starts_ternary(i) else "QMARK_UNWRAP"
+        if kind == "=":
+            return "ASSIGN_EQ" if self.ok("ASSIGN_EQ") else "="
+        if kind == "@":
+            if self.ok("AT"):
+                self.new_statement()
+            return "AT"
+        term = _SIMPLE.get(kind)
+        return term if term is not None else kind
+
+    def pending_enter(self, i: int, kind: str) -> None:
+        """A bracket's content frame starts at its first token (records: after `:`)."""
+        if not self.openers:
+            return
+        top = self.openers[-1]
+        if top.pending and not top.counted:
+            top.pending = False
+            if kind != CLOSER_OF[top.kind]:
+                self.enter(i)
+                top.counted = True
+
+    def maybe_expr_statement(self, i: int, term: str) -> None:
+        """A token that can begin an expression starts a new statement when one can start."""
+        if self.ok("KW_BREAK"):
+            self.new_statement()
+            self.begin_expr_frame(i)
+
+    def statement_start(self) -> bool:
+        return self.ok("KW_BREAK")
+
+    # ------------------------------------------------------------------ words
+
+    def ident(self, i: int, tok: Tok) -> str:
+        name = str(tok.value)
+        toks = self.toks
+        nxt = toks[i + 1].kind
+        if self.ok("T_LIST"):  # type position
+            if name in _TYPE_WORDS and nxt != ".":
+                return _TYPE_WORDS[name]
+            return "IDENT"
+        if self.statement_start():
+            self.new_statement()
+            if self.is_assignment(i):
+                self.frame_after = self.find_assign_eq(i) + 1
+                return "ASSIGN_NAME"
+            word = _STMT_WORDS.get(name)
+            if word is not None:
+                return self.statement_word(i, tok, word)
+            if self.ok("KW_PROCESS"):  # module level
+                if name == "type":
+                    return "KW_TYPE"
+                if name == "process":
+                    self.header = "process"
+                    return "KW_PROCESS"
+                if name == "trigger":
+                    raise self.err(
+                        "declarative trigger syntax has been removed; construct a source value "
+                        "and call the trigger registry register operation",
+                        tok.start,
+                        hint="construct a host-provided trigger source value and call the "
+                        "trigger registry register operation",
+                    )
+            self.begin_expr_frame(i)
+            return self.operand_ident(i, name, nxt)
+        if self.ok("NULL"):  # operand position
+            return self.operand_ident(i, name, nxt)
+        if self.ok("KEY"):
+            return "KEY"
+        if self.last == "KW_LET":
+            self.frame_after = self.find_assign_eq(i) + 1 if self.is_assignment(i) else -1
+            return "ASSIGN_NAME"
+        if name == "label" and self.last == "AT":
+            return "KW_LABEL"
+        if name == "until" and self.last == "KW_SLEEP":
+            return "KW_UNTIL"
+        if name == "signals" and self.ok("KW_SIGNALS") and not self.is_assignment(i):
+            return "KW_SIGNALS"
+        return "IDENT"
+
+    def find_assign_eq(self, i: int) -> int:
+        j = i + 1
+        toks = self.toks
+        while toks[j].kind != "=":
+            if toks[j].kind == "[":
+                j = self.skip_brackets(j)
+            else:
+                j += 1
+        return j
+
+    def statement_word(self, i: int, tok: Tok, word: str) -> str:
+        name = str(tok.value)
+        if word == "KW_LET":
+            return word
+        if word in ("KW_YIELD", "KW_WAKE", "KW_FAIL"):
+            if self.process_depth == 0:
+                raise self.err(f"`{name}` can only be used inside a `process` body", tok.start)
+            self.pending_stmt = True
+            return word
+        if word == "KW_FINISH":
+            if self.toks[i + 1].kind in ("}", "EOF"):
+                raise self.err(
+                    "`finish` requires a value; use `finish null` to finish with null", tok.start
+                )
+            self.pending_stmt = True
+            return word
+        if word in ("KW_BREAK", "KW_CONTINUE"):
+            if self.loop_depth == 0:
+                raise self.err(f"`{name}` can only be used inside a loop", tok.start)
+            return word
+        # while
+        self.header = "loop"
+        self.pending_stmt = True
+        return word
+
+    def operand_ident(self, i: int, name: str, nxt: str) -> str:
+        toks = self.toks
+        if name == "start":
+            if nxt == "call":
+                raise self.err("unexpected `start call`", toks[i].start)
+            if nxt == "{" or (nxt == "(" and self.paren_then_brace(i + 1)):
+                raise self.err("unexpected inline `start` process body", toks[i + 1].start)
+            if nxt == "IDENT":
+                return "KW_START"
+            return "IDENT"
+        if name == "sleep":
+            return "KW_SLEEP"
+        if name == "Type" and nxt == "{":
+            return "KW_TYPELIT"
+        if name == "parallel" and nxt == "{":
+            raise self.err("unexpected `parallel`", toks[i].start)
+        if nxt == "(" and name in ("wait_signal", "signal_run"):
+            self.check_signal_call(i, name)
+        return "IDENT"
+
+    def paren_then_brace(self, i: int) -> bool:
+        depth = 0
+        toks = self.toks
+        for k in range(i, len(toks)):
+            kind = toks[k].kind
+            if kind == "(":
+                depth += 1
+            elif kind == ")":
+                depth = max(0, depth - 1)
+                if depth == 0:
+                    return toks[k + 1].kind == "{"
+            elif kind == "EOF":
+                return False
+        return False
+
+    def check_signal_call(self, i: int, name: str) -> None:
+        """2.4 item 8, raised once the call's `)` has been parsed (as the original does)."""
+        rpar = self.matching(i + 1)
+        if rpar < 0:
+            return
+        args = self.args_of(i + 1, rpar)
+        at = self.toks[rpar].start
+        if name == "wait_signal":
+            if len(args) != 1:
+                self.deferred[rpar] = self.err(
+                    f"expected one signal name argument, found {len(args)} arguments", at
+                )
+            elif not _string_literal(args[0]):
+                self.deferred[rpar] = self.err(
+                    "unexpected non-literal signal name in `wait_signal`", 0
+                )
+        else:
+            if len(args) != 3:
+                self.deferred[rpar] = self.err(
+                    "expected run handle, signal name, and payload arguments, "
+                    f"found {len(args)} arguments",
+                    at,
+                )
+            elif not _string_literal(args[1]):
+                self.deferred[rpar] = self.err(
+                    "unexpected non-literal signal name in `signal_run`", 0
+                )
+
+    def reserved(self, i: int, tok: Tok) -> str:
+        kind = tok.kind
+        if kind == "if":
+            if self.last == "ELSE":
+                self.header = "if"
+                self.pending_stmt = True
+            elif self.statement_start():
+                self.new_statement()
+                self.header = "if"
+                self.pending_stmt = True
+            return "IF"
+        if kind == "for":
+            if self.statement_start():
+                self.new_statement()
+                self.header = "loop"
+                self.frame_after = self.find_in(i)
+            return "FOR"
+        if kind in ("print", "cancel"):
+            if self.statement_start():
+                self.new_statement()
+                if kind == "print" and self.process_depth > 0:
+                    raise self.err("`print` can't be used inside a `process` body", tok.start)
+                self.pending_stmt = True
+            return kind.upper()
+        if kind == "else":
+            if self.ok("ELSE"):
+                self.header = "if"
+            return "ELSE"
+        if kind == "submit":
+            if self.ok("NULL"):
+                raise self.err("`submit` was removed; use `finish <value>`", tok.start)
+            return "SUBMIT"
+        if kind == "call":
+            if self.ok("NULL"):
+                raise self.err("unexpected `call`", tok.start)
+            return "CALL"
+        term = _SIMPLE[kind]
+        if term in ("NULL", "TRUE", "FALSE", "NOT", "AWAIT"):
+            self.maybe_expr_statement(i, term)
+        return term
+
+    def find_in(self, i: int) -> int:
+        toks = self.toks
+        if toks[i + 1].kind == "IDENT" and toks[i + 2].kind == "in":
+            return i + 3
+        return -1
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def after(self, i: int, tok: Tok, term: str) -> None:  # noqa: C901
+        """Opener stack, frames and per-statement checks once ``term`` is chosen."""
+        openers = self.openers
+        if term in _BINARY:
+            self.bump_chain(i)
+        if term == "BLOCK_LBRACE":
+            self.stmt_frame = 0
+            self.reset_level()
+            self.enter(i)
+            op = Opener("BLOCK", i, self.header)
+            openers.append(op)
+            self.block_frames += 1
+            if op.header == "loop":
+                self.loop_depth += 1
+            elif op.header == "process":
+                self.process_depth += 1
+            self.header = ""
+        elif term == "LBRACE":
+            if self.last == "KW_SIGNALS":
+                openers.append(Opener("SIGNALS", i))
+            elif self.last in ("KW_TYPELIT", "T_TYPE") or self.ok("T_LIST"):
+                openers.append(Opener("TYPE_OBJ", i))
+            else:
+                openers.append(Opener("RECORD", i))
+        elif term == "CALL_LPAR":
+            if self.prev2 == "KW_START":
+                kind = "NAMED"
+            elif self.last == "KW_LABEL":
+                kind = "LABEL"
+            elif self.prev2 == "KW_PROCESS":
+                kind = "PARAMS"
+            else:
+                kind = "CALL"
+            openers.append(Opener(kind, i))
+        elif term == "LPAR":
+            openers.append(Opener("PAREN", i))
+        elif term == "INDEX_LSQB":
+            openers.append(Opener("INDEX", i))
+        elif term == "LSQB":
+            if self.last == "T_LIST":
+                openers.append(Opener("TYPE_LIST", i))
+            elif self.last == "T_ENUM":
+                openers.append(Opener("ENUM", i))
+            else:
+                openers.append(Opener("LIST", i))
+        elif term == "QMARK_TERN":
+            openers.append(Opener("TERN", i))
+        elif term == "LT" and self.last in ("T_PROCESS", "T_TRIGGER"):
+            openers.append(Opener("ANGLE", i))
+        elif term in ("RBRACE", "RPAR", "RSQB", "COLON", "GT"):
+            self.close(i, tok, term)
+        elif term in ("COMMA", "TRAILING_COMMA", "TUPLE_END"):
+            self.reset_level()
+        elif term == "KEY" and openers:
+            top = openers[-1]
+            if top.kind == "TYPE_OBJ" and self.last in ("LBRACE", "COMMA"):
+                name = str(tok.value)
+                assert top.fields is not None
+                if name in top.fields:
+                    raise self.err(
+                        f"expected unique field name, found duplicate field `{name}`", tok.start
+                    )
+                top.fields.add(name)
+        elif term == "STRING" and openers and openers[-1].kind == "LABEL":
+            self.check_label_field(i)
+
+    def close(self, i: int, tok: Tok, term: str) -> None:
+        openers = self.openers
+        if not openers:
+            return
+        top = openers[-1]
+        raw = tok.kind
+        if raw == ":" and top.kind in _KEYED_GROUPS:
+            if not top.counted:
+                top.pending = True
+            return
+        if CLOSER_OF[top.kind] != raw:
+            return
+        if top.kind == "ENUM" and top.index == i - 1:
+            raise self.err(
+                "expected at least one enum string literal, found empty enum",
+                self.toks[top.index - 1].start,
+            )
+        openers.pop()
+        self.chain -= top.ops
+        if top.kind == "BLOCK":
+            self.block_frames -= 1
+            self.stmt_frame = 0
+            if top.header == "loop":
+                self.loop_depth -= 1
+            elif top.header == "process":
+                self.process_depth -= 1
+        elif top.kind == "LABEL":
+            self.finish_label(top, i)
+            self.label_closed = True
+
+    # ------------------------------------------------------------------ @label
+
+    def check_label_field(self, i: int) -> None:
+        """A `key: "value"` pair just ended inside `@label(...)`: validate the key."""
+        toks = self.toks
+        key = toks[i - 2]
+        if toks[i - 1].kind != ":" or key.kind != "IDENT":
+            return
+        name = str(key.value)
+        seen = self._label_seen(i - 2)
+        if name not in ("title", "description"):
+            self.deferred[i] = self.err(
+                f"invalid @label annotation: unknown field `{name}`", key.start
+            )
+        elif name in seen:
+            self.deferred[i] = self.err(
+                f"invalid @label annotation: duplicate `{name}` field", key.start
+            )
+
+    def _label_seen(self, upto: int) -> set[str]:
+        opener = self.openers[-1]
+        toks = self.toks
+        seen: set[str] = set()
+        k = opener.index + 1
+        while k < upto:
+            if toks[k].kind == "IDENT" and toks[k + 1].kind == ":":
+                seen.add(str(toks[k].value))
+            k += 1
+        return seen
+
+    def finish_label(self, opener: Opener, rpar: int) -> None:
+        seen = self._label_seen_range(opener.index, rpar)
+        if "title" not in seen:
+            at = self.toks[opener.index - 2].start  # the `@`
+            self.deferred[rpar] = self.err("invalid @label annotation: `title` is required", at)
+
+    def _label_seen_range(self, lpar: int, rpar: int) -> set[str]:
+        toks = self.toks
+        return {
+            str(toks[k].value)
+            for k in range(lpar + 1, rpar)
+            if toks[k].kind == "IDENT" and toks[k + 1].kind == ":"
+        }
+
+    def check_label_target(self, i: int, tok: Tok) -> None:
+        """2.4 item 13: what may follow `@label(...)`."""
+        bad = tok.kind == "@"
+        if tok.kind == "IDENT":
+            name = tok.value
+            if name in ("type", "trigger"):
+                bad = True
+            elif name == "process":
+                bad = not (self.ok("KW_PROCESS") and not self.is_assignment(i))
+        if bad:
+            raise self.err(
+                "@label can annotate statements or process declarations, but not other "
+                "declarations or another @label",
+                tok.start,
+            )
+
+
+def _string_literal(run: list[Tok]) -> bool:
+    """A single string literal, possibly wrapped in grouping parentheses."""
+    while len(run) >= 3 and run[0].kind == "(" and run[-1].kind == ")":
+        run = run[1:-1]
+    return len(run) == 1 and run[0].kind == "STRING"
+
+
+class PassLexer(Lexer):
+    """The custom lexer Lark drives: it replays the token pass of the text being parsed."""
+
+    __future_interface__ = 2
+
+    def __init__(self, lexer_conf: Any) -> None:  # Lark hands its lexer config; unused
+        pass
+
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
+        return lexer_state.text.run(parser_state)

@@ -1,0 +1,191 @@
+"""The hand-written tokenizer: source text -> raw tokens (REFERENCE.md section 1).
+
+It runs over the whole file before parsing starts, as the original does, so a lex error
+anywhere wins over a parse error earlier in the file. Raw tokens know nothing about
+context; the token pass (``tokenpass.py``) gives each one its grammar terminal.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lashflow.lang.diagnostics import parse_error
+
+# Raw kinds: "IDENT", "NUMBER", "STRING", "EOF", a reserved word, or the punctuation text.
+RESERVED = frozenset(
+    "if else for in await cancel submit print call and or not true false null".split()
+)
+
+# Rust's char::is_whitespace (Unicode White_Space) plus `;`, which is whitespace here.
+_WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000;"
+
+_SCAN = re.compile(
+    rf"""
+      (?P<ws>[{_WS}]+)
+    | (?P<comment>(?:\#|//)[^\n]*)
+    | (?P<str>[rR]?(?:\"\"\"|'''|"|'))
+    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<num>[0-9]+(?:\.[0-9]*)?)
+    | (?P<op>==|!=|<=|>=|&&|\|\||[{{}}()\[\],:@?.!=|<>+\-*/%])
+    """,
+    re.VERBOSE,
+)
+
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
+_STOPS = {'"': re.compile(r'[\\"]'), "'": re.compile(r"[\\']")}
+
+
+class Tok:
+    """One raw token: ``kind``, ``value`` (decoded text, number, or name), char span."""
+
+    __slots__ = ("kind", "value", "start", "end")
+
+    def __init__(self, kind: str, value: object, start: int, end: int) -> None:
+        self.kind = kind
+        self.value = value
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"Tok({self.kind!r}, {self.value!r}, {self.start}, {self.end})"
+
+
+def tokenize(source: str) -> list[Tok]:
+    """Split ``source`` into raw tokens, ending with an ``EOF`` token at ``len(source)``."""
+    toks: list[Tok] = []
+    append = toks.append
+    pos = 0
+    n = len(source)
+    match = _SCAN.match
+    while pos < n:
+        m = match(source, pos)
+        if m is None:
+            raise parse_error(source, f"unexpected `{source[pos]}`", pos)
+        group = m.lastgroup
+        end = m.end()
+        if group == "ws" or group == "comment":
+            pos = end
+            continue
+        if group == "ident":
+            text = m.group()
+            append(Tok(text if text in RESERVED else "IDENT", text, pos, end))
+        elif group == "op":
+            text = m.group()
+            append(Tok(text, text, pos, end))
+        elif group == "num":
+            text = m.group()
+            append(Tok("NUMBER", float(text), pos, end))
+        else:
+            tok = _string(source, pos, m.group())
+            append(tok)
+            end = tok.end
+        pos = end
+    append(Tok("EOF", None, n, n))
+    return toks
+
+
+def _string(source: str, start: int, opener: str) -> Tok:
+    """Read one string literal whose opening delimiter (with optional r/R) is ``opener``."""
+    raw = opener[0] in "rR"
+    delim = opener[1:] if raw else opener
+    body = start + len(opener)
+    if raw:
+        close = source.find(delim, body)
+        if close < 0:
+            raise parse_error(source, "unterminated string", start)
+        return Tok("STRING", source[body:close], start, close + len(delim))
+    if len(delim) == 3:
+        return _triple(source, start, body, delim)
+    stop = _STOPS[delim]
+    parts: list[str] = []
+    pos = body
+    while True:
+        m = stop.search(source, pos)
+        if m is None:
+            raise parse_error(source, "unterminated string", start)
+        at = m.start()
+        parts.append(source[pos:at])
+        if source[at] == delim:
+            return Tok("STRING", "".join(parts), start, at + 1)
+        if at + 1 >= len(source):
+            raise parse_error(source, "unterminated string", start)
+        esc = source[at + 1]
+        parts.append(_ESCAPES.get(esc, esc))
+        pos = at + 2
+
+
+def _triple(source: str, start: int, body: str | int, delim: str) -> Tok:
+    """Non-raw triple-quoted string: escapes apply, ends at the first unescaped delimiter."""
+    parts: list[str] = []
+    pos = int(body)
+    n = len(source)
+    while pos < n:
+        if source.startswith(delim, pos):
+            return Tok("STRING", "".join(parts), start, pos + 3)
+        ch = source[pos]
+        if ch == "\\":
+            if pos + 1 >= n:
+                break
+            esc = source[pos + 1]
+            parts.append(_ESCAPES.get(esc, esc))
+            pos += 2
+            continue
+        parts.append(ch)
+        pos += 1
+    raise parse_error(source, "unterminated string", start)
+
+
+def render_found(tok: Tok) -> str:
+    """How the original names a token in messages: `{`, identifier `x`, string "a", ..."""
+    kind = tok.kind
+    if kind == "IDENT":
+        return f"identifier `{tok.value}`"
+    if kind == "STRING":
+        return f"string {rust_debug_str(str(tok.value))}"
+    if kind == "NUMBER":
+        return f"number {format_number(float(tok.value))}"  # type: ignore[arg-type]
+    if kind == "EOF":
+        return "end of input"
+    return f"`{kind}`"
+
+
+def rust_debug_str(text: str) -> str:
+    """A string quoted the way Rust's ``{:?}`` prints it."""
+    out = ['"']
+    for ch in text:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\0":
+            out.append("\\0")
+        elif not ch.isprintable() and ch != " ":
+            out.append(f"\\u{{{ord(ch):x}}}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def format_number(value: float) -> str:
+    """Rust's f64 Display: integral values without a fraction, never an exponent."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if value == int(value) and abs(value) < 1e16:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text or "E" in text:
+        from decimal import Decimal
+
+        text = format(Decimal(text), "f")
+    if text.endswith(".0"):
+        text = text[:-2]
+    return text
