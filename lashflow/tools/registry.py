@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import types
+from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,8 @@ def _entries(item: Any) -> list[RegisteredTool]:
             entries.append(RegisteredTool(definition, item.execute, cancel, item))
         return entries
     if inspect.iscoroutinefunction(item):
-        return _entries(FunctionTool(item))
+        # keyed by the function itself, so adding the same plain function twice is harmless
+        return [replace(entry, source=item) for entry in _entries(FunctionTool(item))]
     raise TypeError(f"not a tool, tool object, provider or module: {item!r}")
 
 

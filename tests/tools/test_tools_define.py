@@ -186,6 +186,8 @@ async def test_plain_async_function_is_registered_as_tool():
 
     registry = ToolRegistry([ping])
     assert registry.get("tools", "ping").definition.output_schema == {"type": "string"}
+    registry.add(ping)  # the same function again is harmless
+    assert len(registry) == 1
 
 
 TOOL_FILE = textwrap.dedent('''
