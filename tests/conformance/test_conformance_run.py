@@ -17,16 +17,11 @@ READ_BY_PATH = {"by": {"field": "path", "cases": {"a.txt": {"ok": "alpha"},
 
 
 def build(source: str, tools: dict):
-    from lashflow import lang
+    from lashflow.lang import link, parse
 
-    parse = getattr(lang, "parse", None)
-    if parse is None:  # the front end has not exported its entry points yet
-        from lashflow.lang.parser import parse
     module = parse(source)
     catalog = Catalog.permissive({"tools": sorted(tools) or ["noop"]})
-    link = getattr(lang, "link", None)
-    if link is not None:
-        module = link(module, catalog)
+    module = link(module, catalog)
     return compile_module(module, catalog)
 
 
