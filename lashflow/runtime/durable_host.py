@@ -10,15 +10,13 @@ re-driven later by replay.
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LashflowError
 from ..store import AttemptRecord, Commit, StepRecord
 from . import effects as fx
 from .canonical import canonical_json, diff_paths, digest
-from .outcome import SETTLED, Wait
+from .outcome import Wait
 
 if TYPE_CHECKING:
     from .engine import Engine, _RunContext
@@ -44,11 +42,6 @@ class FailTurn(LashflowError):
     code = "tool_completion_timeout"
 
 
-@dataclass(slots=True)
-class _Pending:
-    waits: list[Wait] = field(default_factory=list)
-
-
 class DurableHost:
     """Performs one run's effects against the journal. One instance per drive."""
 
@@ -63,11 +56,14 @@ class DurableHost:
             self.attempts.setdefault(attempt.step_key, []).append(attempt)
         self.seq = max((step.seq for step in steps), default=0) + 1
         self.prints: list[str] = []
+        self.cancel_event = asyncio.Event()
+        if ctx.cancel_requested:
+            self.cancel_event.set()
         self.effects = 0
         self.steps_done = 0
 
     # -- journal helpers -----------------------------------------------------------------
-    def _new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
+    def new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
                   outcome: Any, detail: dict[str, Any] | None = None) -> StepRecord:
         now = self.engine.clock.now()
         detail = dict(detail or {})
@@ -110,6 +106,7 @@ class DurableHost:
 
     def _check_cancel(self) -> None:
         if self.ctx.cancel_requested:
+            self.cancel_event.set()
             raise RunCancelled("lashlang process was cancelled")
 
     # -- the seam --------------------------------------------------------------------------
@@ -137,62 +134,41 @@ class DurableHost:
         return await self._tool_calls(batch.calls)
 
     async def _tool_calls(self, calls: list[fx.ToolCall]) -> list[Any]:
-        """Replay recorded members, run the rest concurrently, park if any is pending."""
+        """Replay recorded members, run the rest as one concurrent batch, park if any is
+        still pending once all have been recorded."""
         from .values import from_json, to_json
 
-        results: list[Any] = [None] * len(calls)
-        to_run: list[tuple[int, fx.ToolCall, Any, StepRecord | None]] = []
-        waits: list[Wait] = []
+        runner = self.engine.tool_runner
+        answers: list[Any] = [None] * len(calls)
+        fresh: list[tuple[int, fx.ToolCall, Any, StepRecord | None]] = []
         for index, call in enumerate(calls):
-            tool = f"{call.module}.{call.operation}"
             payload = to_json(call.input)
             record = self.journal.get(call.step)
             if record is None:
-                to_run.append((index, call, payload, None))
+                fresh.append((index, call, payload, None))
                 continue
-            self._check_replay(record, "tool", tool, payload)
-            if record.status == "done":
-                results[index] = from_json(record.outcome["wrapper"])
-                self.steps_done += 1
-            elif record.status == "pending":
-                answer = await self._pending_answer(record)
-                if answer is _PARK:
-                    waits.append(self._completion_wait(record))
-                else:
-                    results[index] = answer
-            else:  # "started": an attempt was interrupted by a crash
-                to_run.append((index, call, payload, record))
-        if to_run:
-            outcomes = await asyncio.gather(*(
-                self.engine.tool_runner.run_step(self, call, payload, record)
-                for _, call, payload, record in to_run))
-            for (index, call, _, _), answer in zip(to_run, outcomes):
-                if answer is _PARK:
-                    waits.append(self._completion_wait(self.journal[call.step]))
-                else:
-                    results[index] = answer
+            self._check_replay(record, "tool", f"{call.module}.{call.operation}", payload)
+            if record.status == "started":  # an attempt was interrupted by a crash
+                fresh.append((index, call, payload, record))
+            else:
+                answers[index] = await runner.replay(self, record)
+        if fresh:
+            ran = await runner.run_calls(self, [(c, p, r) for _, c, p, r in fresh])
+            for (index, _, _, _), answer in zip(fresh, ran):
+                answers[index] = answer
+        waits = [self._completion_wait(call.step) for call, answer in zip(calls, answers)
+                 if answer is PARK]
         if waits:
             raise fx.Parked(waits)
-        return results
+        self.steps_done += len(calls)
+        return [from_json(answer) for answer in answers]
 
-    def _completion_wait(self, record: StepRecord) -> Wait:
-        key = record.detail.get("key", "")
-        return Wait(kind="completion", step=record.step_key, tool=record.tool, key=key,
-                    until=record.detail.get("deadline"),
+    def _completion_wait(self, step_key: str) -> Wait:
+        record = self.journal[step_key]
+        key = self.engine.tool_runner.key_for(self.run_id, step_key)
+        until = (record.outcome or {}).get("deadline_at")
+        return Wait(kind="completion", step=step_key, tool=record.tool, key=key, until=until,
                     resolve=f"lashflow complete {key} --result '<json>' --resume")
-
-    async def _pending_answer(self, record: StepRecord) -> Any:
-        """The outcome of a parked tool call if it is resolved (or timed out) by now."""
-        completion = await self.engine.store.get_completion(self.run_id, record.step_key)
-        now = self.engine.clock.now()
-        deadline = record.detail.get("deadline")
-        if (completion is None or completion.resolved_at is None) and deadline is not None \
-                and now >= deadline:
-            completion = await self.engine.store.resolve_completion(
-                self.run_id, record.step_key, None, "timeout", now)
-        if completion is None or completion.resolved_at is None:
-            return _PARK
-        return await self.engine.tool_runner.finish_pending(self, record, completion)
 
     # -- processes ---------------------------------------------------------------------------
     async def _start(self, effect: fx.StartProcess) -> Any:
@@ -207,7 +183,7 @@ class DurableHost:
         else:
             child_id = self.engine.child_run_id(self.run_id, effect.step)
             await self.engine.create_child(self.ctx, child_id, effect.process, args)
-            record = self._new_step(effect.step, "start", effect.process, request, "done",
+            record = self.new_step(effect.step, "start", effect.process, request, "done",
                                     {"__handle__": "process", "id": child_id})
             await self.commit([record])
         self.engine.spawn_child(child_id)
@@ -230,7 +206,7 @@ class DurableHost:
                 raise fx.Parked([Wait(kind="child", step=effect.step, child_run_id=child_id,
                                       resolve=f"lashflow resume {child_id}")])
             answer = outcome
-        record = self._new_step(effect.step, "await", None, {"handle": child_id}, "done", answer)
+        record = self.new_step(effect.step, "await", None, {"handle": child_id}, "done", answer)
         await self.commit([record])
         return from_json(answer)
 
@@ -244,7 +220,7 @@ class DurableHost:
             raise LashRuntimeError("ValueError", "cancel failed: expected a process handle",
                                    effect.span)
         await self.engine.cancel(child_id)
-        await self.commit([self._new_step(effect.step, "cancel", None, {"handle": child_id},
+        await self.commit([self.new_step(effect.step, "cancel", None, {"handle": child_id},
                                           "done", None)])
         return None
 
@@ -257,7 +233,7 @@ class DurableHost:
         record = self.journal.get(effect.step)
         if record is not None:
             return None
-        record = self._new_step(effect.step, effect.kind, None, None, "done",
+        record = self.new_step(effect.step, effect.kind, None, None, "done",
                                 {"value": to_json(effect.value), "text": effect.text})
         await self.commit([record])
         return None
@@ -270,7 +246,7 @@ class DurableHost:
         now = self.engine.clock.now()
         if record is None:
             wake_at = sleep_deadline(effect.mode, effect.value, now, effect.span)
-            record = self._new_step(effect.step, "sleep", None, None, "pending", None,
+            record = self.new_step(effect.step, "sleep", None, None, "pending", None,
                                     {"wake_at": wake_at, "mode": effect.mode})
             await self.commit([record])
         if record.status == "done":
@@ -296,7 +272,7 @@ class DurableHost:
             raise fx.Parked([Wait(kind="signal", step=effect.step, signal=effect.name,
                                   resolve=f"lashflow signal {self.run_id} {effect.name} "
                                           "--payload '<json>'")])
-        record = self._new_step(effect.step, "wait_signal", effect.name, None, "done", payload)
+        record = self.new_step(effect.step, "wait_signal", effect.name, None, "done", payload)
         await self.commit([record])
         return from_json(payload)
 
@@ -311,7 +287,7 @@ class DurableHost:
         if not isinstance(target, str):
             raise LashRuntimeError("ValueError", "signal_run expects a process handle", effect.span)
         await self.engine.signal(target, effect.name, to_json(effect.payload))
-        await self.commit([self._new_step(effect.step, "signal_run", effect.name,
+        await self.commit([self.new_step(effect.step, "signal_run", effect.name,
                                           {"run": target}, "done", None)])
         return None
 
@@ -334,5 +310,4 @@ _HANDLERS: dict[type, Any] = {
 }
 
 PARK = _PARK
-__all__ = ["DurableHost", "ReplayMismatch", "NeedsAttention", "RunCancelled", "FailTurn", "PARK",
-           "SETTLED", "time"]
+__all__ = ["DurableHost", "ReplayMismatch", "NeedsAttention", "RunCancelled", "FailTurn", "PARK"]

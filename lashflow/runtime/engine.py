@@ -113,6 +113,7 @@ class Engine:
         for module in self._initial_modules:
             self.load_tools(module)
         self.tool_runner.validate_plugins(self.plugins)
+        await self.tool_runner.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:

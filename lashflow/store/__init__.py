@@ -7,13 +7,13 @@ from urllib.parse import parse_qs, urlparse
 
 from ..errors import DbError
 from .base import (
-    AttemptRecord, Commit, CompletionRecord, Fenced, RunChange, RunRecord, StepRecord, Store,
+    AttemptRecord, Commit, Fenced, RunChange, RunRecord, StepRecord, Store,
 )
 
 DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
-    "AttemptRecord", "Commit", "CompletionRecord", "Fenced", "RunChange", "RunRecord",
+    "AttemptRecord", "Commit", "Fenced", "RunChange", "RunRecord",
     "StepRecord", "Store", "open_store", "resolve_db_url",
 ]
 

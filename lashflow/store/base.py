@@ -104,16 +104,6 @@ class Commit:
     run: RunChange | None = None
 
 
-@dataclass(slots=True)
-class CompletionRecord:
-    run_id: str
-    step_key: str
-    deadline: float | None = None
-    outcome: Any = None  # None while unresolved
-    resolved_by: str | None = None  # "resolver" | "timeout" | "cancel"
-    resolved_at: float | None = None
-
-
 class Store(abc.ABC):
     """Async journal storage. All methods are safe to call concurrently."""
 
@@ -183,17 +173,25 @@ class Store(abc.ABC):
         """Durably apply ``change``; raises ``Fenced`` if the run's generation moved."""
 
     # -- completions and signals ---------------------------------------------------------
+    # A completion row is a JSON-able dict: run_id, step_key, waiting, deadline_at,
+    # on_timeout, on_cancel, module, tool, resolution (None until settled). The rules of
+    # who wins live in lashflow.tools.CompletionBook; the store only makes them atomic.
     @abc.abstractmethod
-    async def resolve_completion(self, run_id: str, step_key: str, outcome: Any, by: str,
-                                 now: float) -> CompletionRecord:
-        """First writer wins: store ``outcome`` unless already resolved; returns the row as
-        it stands afterwards (compare ``resolved_at`` / ``resolved_by`` to know who won)."""
+    async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None: ...
 
     @abc.abstractmethod
-    async def set_completion_deadline(self, run_id: str, step_key: str, deadline: float | None) -> None: ...
+    async def completion_open_wait(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Insert the row, or fill in its wait fields if it is not waiting yet (a
+        resolution delivered earlier stays). Returns the row as stored."""
 
     @abc.abstractmethod
-    async def get_completion(self, run_id: str, step_key: str) -> CompletionRecord | None: ...
+    async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
+                                now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
+        """Write ``resolution`` iff none exists (and, with ``respect_deadline``, only before
+        the deadline). Returns (row, "won" | "already_resolved" | "expired")."""
+
+    @abc.abstractmethod
+    async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]: ...
 
     @abc.abstractmethod
     async def add_signal(self, run_id: str, name: str, payload: Any) -> int:

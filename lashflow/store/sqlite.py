@@ -11,19 +11,20 @@ and each run continues only once its own write is durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 import sqlite3
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import aiosqlite
 
 from ..errors import DbError
 from .base import (
-    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, CompletionRecord, Fenced, RunRecord,
+    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunRecord,
     StepRecord, Store,
 )
 from .leases import owner_is_dead
@@ -53,8 +54,9 @@ _MIGRATIONS: dict[int, list[str]] = {
             status TEXT NOT NULL, code TEXT, message TEXT, detail TEXT, started_at REAL,
             finished_at REAL, PRIMARY KEY (run_id, step_key, attempt))""",
         """CREATE TABLE IF NOT EXISTS completions (
-            run_id TEXT NOT NULL, step_key TEXT NOT NULL, deadline REAL, outcome TEXT,
-            resolved_by TEXT, resolved_at REAL, PRIMARY KEY (run_id, step_key))""",
+            run_id TEXT NOT NULL, step_key TEXT NOT NULL, waiting INTEGER NOT NULL DEFAULT 0,
+            deadline_at REAL, on_timeout TEXT, on_cancel TEXT, module TEXT, tool TEXT,
+            resolution TEXT, PRIMARY KEY (run_id, step_key))""",
         """CREATE TABLE IF NOT EXISTS signals (
             run_id TEXT NOT NULL, name TEXT NOT NULL, ordinal INTEGER NOT NULL, payload TEXT,
             PRIMARY KEY (run_id, name, ordinal))""",
@@ -69,6 +71,19 @@ def _dumps(value: Any) -> str:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back otherwise."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 class SqliteStore(Store):
@@ -369,59 +384,73 @@ class SqliteStore(Store):
                  run.wake_at, time.time(), change.run_id))
 
     # -- completions and signals ---------------------------------------------------------
-    @staticmethod
-    def _completion_from_row(run_id: str, step_key: str, row: tuple[Any, ...]) -> CompletionRecord:
-        return CompletionRecord(run_id, step_key, row[0], _loads(row[1]), row[2], row[3])
+    _COMPLETION_COLUMNS = ("run_id, step_key, waiting, deadline_at, on_timeout, on_cancel, module, "
+                           "tool, resolution")
 
-    async def resolve_completion(self, run_id: str, step_key: str, outcome: Any, by: str,
-                                 now: float) -> CompletionRecord:
-        def write(conn: sqlite3.Connection) -> CompletionRecord:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+    @staticmethod
+    def _completion_row(row: tuple[Any, ...]) -> dict[str, Any]:
+        return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
+                "deadline_at": row[3], "on_timeout": row[4], "on_cancel": row[5], "module": row[6],
+                "tool": row[7], "resolution": _loads(row[8])}
+
+    def _read_completion(self, conn: sqlite3.Connection, run_id: str,
+                         step_key: str) -> dict[str, Any] | None:
+        row = conn.execute(f"SELECT {self._COMPLETION_COLUMNS} FROM completions WHERE run_id = ? "
+                           "AND step_key = ?", (run_id, step_key)).fetchone()
+        return self._completion_row(row) if row else None
+
+    async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None:
+        return await self._call(lambda conn: self._read_completion(conn, run_id, step_key))
+
+    async def completion_open_wait(self, row: dict[str, Any]) -> dict[str, Any]:
+        def write(conn: sqlite3.Connection) -> dict[str, Any]:
+            with _immediate(conn):
                 conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
-                             (run_id, step_key))
-                conn.execute("UPDATE completions SET outcome = ?, resolved_by = ?, resolved_at = ? "
-                             "WHERE run_id = ? AND step_key = ? AND resolved_at IS NULL",
-                             (_dumps(outcome), by, now, run_id, step_key))
-                row = conn.execute("SELECT deadline, outcome, resolved_by, resolved_at FROM "
-                                   "completions WHERE run_id = ? AND step_key = ?",
-                                   (run_id, step_key)).fetchone()
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            return self._completion_from_row(run_id, step_key, row)
+                             (row["run_id"], row["step_key"]))
+                conn.execute("UPDATE completions SET waiting = 1, deadline_at = ?, on_timeout = ?, "
+                             "on_cancel = ?, module = ?, tool = ? WHERE run_id = ? AND step_key = ? "
+                             "AND waiting = 0",
+                             (row.get("deadline_at"), row.get("on_timeout"), row.get("on_cancel"),
+                              row.get("module"), row.get("tool"), row["run_id"], row["step_key"]))
+                found = self._read_completion(conn, row["run_id"], row["step_key"])
+            assert found is not None
+            return found
         return await self._call(write)
 
-    async def set_completion_deadline(self, run_id: str, step_key: str, deadline: float | None) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO completions (run_id, step_key, deadline) VALUES (?, ?, ?) "
-                         "ON CONFLICT (run_id, step_key) DO UPDATE SET deadline = excluded.deadline",
-                         (run_id, step_key, deadline))
-        await self._call(write)
+    async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
+                                now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
+        def write(conn: sqlite3.Connection) -> tuple[dict[str, Any], str]:
+            with _immediate(conn):
+                conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
+                             (run_id, step_key))
+                current = self._read_completion(conn, run_id, step_key)
+                assert current is not None
+                if current["resolution"] is not None:
+                    return current, "already_resolved"
+                deadline = current["deadline_at"]
+                if respect_deadline and deadline is not None and now >= deadline:
+                    return current, "expired"
+                conn.execute("UPDATE completions SET resolution = ? WHERE run_id = ? AND step_key = ?",
+                             (_dumps(resolution), run_id, step_key))
+                current["resolution"] = resolution
+                return current, "won"
+        return await self._call(write)
 
-    async def get_completion(self, run_id: str, step_key: str) -> CompletionRecord | None:
-        def read(conn: sqlite3.Connection) -> CompletionRecord | None:
-            row = conn.execute("SELECT deadline, outcome, resolved_by, resolved_at FROM completions "
-                               "WHERE run_id = ? AND step_key = ?", (run_id, step_key)).fetchone()
-            return self._completion_from_row(run_id, step_key, row) if row else None
+    async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]:
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = conn.execute(f"SELECT {self._COMPLETION_COLUMNS} FROM completions WHERE run_id = ? "
+                                "AND waiting = 1 AND resolution IS NULL", (run_id,))
+            return [self._completion_row(row) for row in rows]
         return await self._call(read)
 
     async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 row = conn.execute("SELECT COALESCE(MAX(ordinal), 0) FROM signals WHERE run_id = ? "
                                    "AND name = ?", (run_id, name)).fetchone()
                 ordinal = row[0] + 1
                 conn.execute("INSERT INTO signals (run_id, name, ordinal, payload) VALUES (?,?,?,?)",
                              (run_id, name, ordinal, _dumps(payload)))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             return ordinal
         return await self._call(write)
 
