@@ -7,6 +7,7 @@ falls back to ``ops``. Variables live in list slots resolved at compile time.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from lashflow.lang import ast
@@ -115,6 +116,26 @@ def make_ss(s1, s2, slow, n1, n2):
     return f
 """
 
+_MOD_TEMPLATE = """
+def make_ec(l, c, slow):
+    def f(env):
+        a = l(env)
+        if type(a) is float and a - a == 0.0:
+            return fmod(a, c)
+        return slow(a, c)
+    return f
+
+def make_sc(s, c, slow, name):
+    def f(env):
+        a = env[s]
+        if type(a) is float and a - a == 0.0:
+            return fmod(a, c)
+        if a is UNSET:
+            raise undefined(name)
+        return slow(a, c)
+    return f
+"""
+
 _FAST_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "<": "<", "<=": "<=", ">": ">",
              ">=": ">=", "==": "==", "!=": "!="}
 _MAKERS: dict[str, dict[str, Callable[..., Closure]]] = {}
@@ -122,6 +143,10 @@ for _sym, _py in _FAST_OPS.items():
     _ns: dict[str, Any] = {"UNSET": UNSET, "undefined": ops.undefined}
     exec(_BIN_TEMPLATE.format(op=_py, guard=" and b" if _py == "/" else ""), _ns)  # noqa: S102
     _MAKERS[_sym] = {k: _ns[k] for k in ("make_ee", "make_ec", "make_sc", "make_ss")}
+# `%` (fmod) only inlines a finite dividend over a non-zero constant divisor.
+_ns = {"UNSET": UNSET, "undefined": ops.undefined, "fmod": math.fmod}
+exec(_MOD_TEMPLATE, _ns)  # noqa: S102
+_MOD_MAKERS = {k: _ns[k] for k in ("make_ec", "make_sc")}
 
 
 # --------------------------------------------------------------------------- scope
@@ -384,7 +409,13 @@ class ExprCompiler:
             return lambda env: l(env) or r(env)
         slow = ops.BINARY[op]
         makers = _MAKERS.get(op)
-        if makers is None:  # "%": fmod has no inline fast path
+        if makers is None:  # "%": inline only `x % <non-zero constant>`
+            if type(node.right) is ast.Number and node.right.value != 0:
+                c = float(node.right.value)
+                s = self._slot_of(node.left)
+                if s is not None:
+                    return _MOD_MAKERS["make_sc"](s, c, slow, node.left.name)
+                return _MOD_MAKERS["make_ec"](self.expr(node.left), c, slow)
             l, r = self.expr(node.left), self.expr(node.right)
             return lambda env: slow(l(env), r(env))
         if op in ("==", "!="):

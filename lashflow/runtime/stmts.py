@@ -29,6 +29,17 @@ StmtClosure = Callable[[list], Any]
 _refcount = getattr(sys, "getrefcount", None) or (lambda _obj: 1 << 30)
 
 
+_UNROLL = 8
+_SEQUENCES: dict[int, Callable[..., StmtClosure]] = {}
+for _n in range(2, _UNROLL + 1):  # straight-line blocks without a loop over closures
+    _names = [f"f{i}" for i in range(_n)]
+    _src = (f"def make({', '.join(_names)}):\n    def run(env):\n"
+            + "".join(f"        {name}(env)\n" for name in _names) + "    return run\n")
+    _ns: dict[str, Any] = {}
+    exec(_src, _ns)  # noqa: S102
+    _SEQUENCES[_n] = _ns["make"]
+
+
 def stmt_is_pure(stmt: Any) -> bool:
     t = type(stmt)
     if t is ast.Assign:
@@ -82,6 +93,9 @@ class StmtCompiler:
         if len(fns) == 1:
             return fns[0]
         if not jumps:
+            if len(fns) <= _UNROLL:
+                return _SEQUENCES[len(fns)](*fns)
+
             def run(env: list) -> None:
                 for f in fns:
                     f(env)
@@ -236,19 +250,23 @@ class StmtCompiler:
         return if_else
 
     def s_While(self, s: ast.While) -> StmtClosure:
-        cond = self._checked_cond(s.cond, span_of(s))
+        cond = self.exprs.cond(s.cond)
+        span = span_of(s)
         body = self.block(s.body.body)
         jumps = any(may_jump(x) for x in s.body.body)
 
         def loop(env: list) -> None:
             m = ACTIVE
-            while cond(env):
-                n = m.steps - 1
-                m.steps = n
-                if n < 0:
-                    raise steps_exhausted()
-                if body(env) == BREAK and jumps:
-                    break
+            try:  # body statements locate their own errors first
+                while cond(env):
+                    n = m.steps - 1
+                    m.steps = n
+                    if n < 0:
+                        raise steps_exhausted()
+                    if body(env) == BREAK and jumps:
+                        break
+            except LashRuntimeError as e:
+                raise _located(span, e)
         return loop
 
     def s_For(self, s: ast.For) -> StmtClosure:
