@@ -14,7 +14,7 @@ from lashflow.lang import ast as A
 from lashflow.lang import types as T
 from lashflow.lang.catalog import Catalog, Operation
 from lashflow.lang.diagnostics import LangError, link_error
-from lashflow.lang.sites import assign_sites, walk
+from lashflow.lang.sites import assign_sites, nodes
 
 BUILTINS: dict[str, T.SType] = {
     "len": T.INT, "empty": T.BOOL, "keys": T.LIST_ANY, "values": T.LIST_ANY, "trim": T.STR,
@@ -161,7 +161,7 @@ class Linker:
         self.proc = proc
         self.assigned = set(env)
         for stmt in body:
-            for node, _ in walk(stmt, ""):
+            for node in nodes(stmt):
                 if isinstance(node, A.Assign):
                     self.assigned.add(node.name)
                 elif isinstance(node, (A.For, A.CompFor)):
@@ -218,16 +218,23 @@ class Linker:
         # Break / Continue: nothing to check
 
     def loop(self, env: Env, body: list[A.Stmt], bind: Env) -> None:
-        """Check a loop body, widening the variables it assigns after one pass."""
-        first = dict(env)
-        first.update(bind)
-        self.block(body, first)
-        widened = dict(env)
-        _merge(widened, env, first)
-        second = dict(widened)
-        second.update(bind)
-        self.block(body, second)
-        _merge(env, widened, second)
+        """Check a loop body once. Variables the body assigns may hold a value from an
+        earlier iteration, so inside the body they start out gradual; after the loop they
+        are the join of before and after (linear time, however deep loops nest)."""
+        assigned = _assigned_in(body)
+        inner = dict(env)
+        for name in assigned:
+            if name in inner:
+                inner[name] = T.ANY
+        inner.update(bind)
+        self.block(body, inner)
+        for name in assigned:
+            if name in bind:
+                continue
+            if name in env and name in inner:
+                env[name] = T.join([env[name], inner[name]])
+            else:
+                env[name] = T.ANY
 
     def assign_path(self, s: A.Assign, env: Env) -> None:
         current: T.SType = env.get(s.name, T.ANY)
@@ -509,6 +516,15 @@ class Linker:
             else:
                 self.expr(clause.cond, inner)
         return T.ListT(T.widen(self.expr(e.element, inner)))
+
+
+def _assigned_in(body: list[A.Stmt]) -> set[str]:
+    names: set[str] = set()
+    for stmt in body:
+        for node in nodes(stmt):
+            if isinstance(node, A.Assign) and not node.steps:
+                names.add(node.name)
+    return names
 
 
 def _merge(target: Env, a: Env, b: Env) -> None:

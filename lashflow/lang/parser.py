@@ -14,7 +14,7 @@ from typing import Any
 
 from lashflow.lang import ast as A
 from lashflow.lang.diagnostics import LangError, parse_error
-from lashflow.lang.tokenpass import CLOSER_OF, PassLexer, TokenPass, accepts
+from lashflow.lang.tokenpass import CLOSER_OF, PassLexer, StopPass, TokenPass, accepts
 from lashflow.lang.tokens import Tok, render_found, tokenize
 
 GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "lashlang.lark"
@@ -64,8 +64,8 @@ def parse(source: str) -> A.Module:
         module = parser.parse(ctx)
     except LangError:
         raise
-    except UnexpectedInput as exc:
-        raise _translate(ctx, exc) from None
+    except UnexpectedInput:
+        raise _diagnose(source, toks, ctx.cur) from None
     except RecursionError:  # pragma: no cover - the pass caps nesting before this
         raise parse_error(source, "expression nesting too deep (limit 40); flatten the program", 0)
     module.source = source
@@ -97,12 +97,16 @@ _HINTS = {
 }
 
 
-def _translate(ctx: TokenPass, exc: Any) -> LangError:
-    """Phrase an LALR failure the way the recursive-descent original does."""
-    tok: Tok = ctx.toks[ctx.cur]
-    token = getattr(exc, "token", None)
-    if token is not None and getattr(token, "type", "") == "$END":
-        tok = ctx.toks[-1]
+def _diagnose(source: str, toks: list[Tok], index: int) -> LangError:
+    """Phrase an LALR failure at raw token ``index`` the way the recursive-descent
+    original does. The parse is replayed up to that token to see the parser state
+    (and the open brackets) just before it; errors are rare, so this costs nothing."""
+    ctx = TokenPass(source, toks, stop_at=index)
+    try:
+        get_parser().parse(ctx)
+    except StopPass:
+        pass
+    tok: Tok = toks[index]
     found = render_found(tok)
     states = get_parser().parser.parser.parser.parse_table.states
     stack = ctx.pre_stack or [0]
@@ -127,10 +131,10 @@ def _message(acc: set[str], top: str, eof: bool, found: str) -> str:
         return f"unexpected {found}"
     if "KEY" in acc:
         return f"expected {_EXPECT_NAMES['KEY']}, found {found}"
-    if "IDENT" in acc or "ASSIGN_NAME" in acc:
-        return f"expected identifier, found {found}"
     if "T_LIST" in acc:
         return f"expected type expression, found {found}"
+    if "IDENT" in acc or "ASSIGN_NAME" in acc:
+        return f"expected identifier, found {found}"
     if "STRING" in acc:
         return f"expected string literal, found {found}"
     if "FOR" in acc and "KW_UNTIL" in acc:

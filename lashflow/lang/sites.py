@@ -1,60 +1,90 @@
 """Stable effect-site ids (SPEC 4.2): where an effect sits in the tree, not in the text.
 
 A site id is 16 hex chars of sha256 over the entry ("main" or the process name), the
-node's index path from that entry (field names and list positions) and the node kind.
-Comments, whitespace, reformatting and edits to other processes leave it unchanged, so a
-journal recorded under one version of a file replays under a reformatted one.
+node's index path from that entry (field names and list positions, e.g.
+``[2].then.body[0].value.expr``) and the node kind. Comments, whitespace, reformatting and
+edits to other processes leave it unchanged, so a journal recorded under one version of
+a file replays under a reformatted one.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import fields
 from typing import Any, Iterator
 
 from lashflow.lang import ast as A
 
 EFFECT_NODES = (A.ReceiverCall, A.Await, A.Start, A.Sleep, A.WaitSignal, A.SignalRun, A.ValueStmt)
-_SKIP = frozenset(["span", "site", "label", "module", "source"])
-_FIELDS: dict[type, tuple[str, ...]] = {}
 
-
-def child_fields(node: Any) -> tuple[str, ...]:
-    """Names of the fields of ``node`` that can hold sub-nodes, in declaration order."""
-    cls = type(node)
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = tuple(f.name for f in fields(cls) if f.name not in _SKIP)
-        _FIELDS[cls] = names
-    return names
+# The fields of each node that can hold sub-nodes (lists, optional nodes, or
+# ``(key, node)`` pairs), in declaration order. Leaves and types have none here.
+CHILDREN: dict[type, tuple[str, ...]] = {
+    A.TupleLit: ("items",), A.ListLit: ("items",), A.CompFor: ("iterable",),
+    A.CompIf: ("cond",), A.Comprehension: ("element", "clauses"), A.RecordLit: ("entries",),
+    A.Field: ("obj",), A.Index: ("obj", "index"), A.BuiltinCall: ("args",),
+    A.ReceiverCall: ("receiver", "args"), A.Await: ("expr",), A.Unwrap: ("expr",),
+    A.Unary: ("operand",), A.Binary: ("left", "right"), A.Ternary: ("cond", "then", "otherwise"),
+    A.Start: ("args",), A.Sleep: ("value",), A.SignalRun: ("run", "payload"),
+    A.IndexStep: ("index",), A.Assign: ("steps", "value"), A.Block: ("body",),
+    A.If: ("cond", "then", "otherwise"), A.For: ("iterable", "body"), A.While: ("cond", "body"),
+    A.ValueStmt: ("value",), A.ExprStmt: ("expr",),
+}
 
 
 def site_id(entry: str, path: str, kind: str) -> str:
     return hashlib.sha256(f"{entry}\x00{path}\x00{kind}".encode()).hexdigest()[:16]
 
 
+def children(node: Any) -> Iterator[Any]:
+    """The direct sub-nodes of ``node`` (statements and expressions)."""
+    for name in CHILDREN.get(type(node), ()):
+        value = getattr(node, name)
+        if isinstance(value, list):
+            for item in value:
+                yield item[1] if isinstance(item, tuple) else item
+        elif value is not None:
+            yield value
+
+
+def nodes(node: Any) -> Iterator[Any]:
+    """``node`` and everything under it (pre-order, iterative)."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        names = CHILDREN.get(type(current))
+        if not names:
+            continue
+        for name in reversed(names):
+            value = getattr(current, name)
+            if isinstance(value, list):
+                for item in reversed(value):
+                    todo.append(item[1] if isinstance(item, tuple) else item)
+            elif value is not None:
+                todo.append(value)
+
+
 def walk(node: Any, path: str) -> Iterator[tuple[Any, str]]:
-    """Every AST node under ``node`` with its index path (pre-order, iterative)."""
+    """Every node under ``node`` with its index path (pre-order)."""
     todo: list[tuple[Any, str]] = [(node, path)]
     while todo:
         current, where = todo.pop()
         yield current, where
-        children: list[tuple[Any, str]] = []
-        for name in child_fields(current):
+        names = CHILDREN.get(type(current))
+        if not names:
+            continue
+        found: list[tuple[Any, str]] = []
+        for name in names:
             value = getattr(current, name)
-            _collect(value, f"{where}.{name}", children)
-        todo.extend(reversed(children))
-
-
-def _collect(value: Any, where: str, out: list[tuple[Any, str]]) -> None:
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            _collect(item, f"{where}[{i}]", out)
-    elif isinstance(value, tuple):
-        for i, item in enumerate(value):
-            _collect(item, f"{where}[{i}]", out)
-    elif hasattr(value, "__dataclass_fields__"):
-        out.append((value, where))
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, tuple):
+                        found.append((item[1], f"{where}.{name}[{i}][1]"))
+                    else:
+                        found.append((item, f"{where}.{name}[{i}]"))
+            elif value is not None:
+                found.append((value, f"{where}.{name}"))
+        todo.extend(reversed(found))
 
 
 def assign_sites(module: A.Module) -> A.Module:
@@ -66,7 +96,32 @@ def assign_sites(module: A.Module) -> A.Module:
 
 
 def _assign(entry: str, body: list[Any]) -> None:
+    parts: list[str] = []
     for i, stmt in enumerate(body):
-        for node, path in walk(stmt, f"[{i}]"):
-            if isinstance(node, EFFECT_NODES):
-                node.site = site_id(entry, path, type(node).__name__)
+        parts.append(f"[{i}]")
+        _visit(stmt, parts, entry)
+        parts.pop()
+
+
+def _visit(node: Any, parts: list[str], entry: str) -> None:
+    # Recursion depth is bounded by the parser's nesting and chain limits.
+    if isinstance(node, EFFECT_NODES):
+        node.site = site_id(entry, "".join(parts), type(node).__name__)
+    names = CHILDREN.get(type(node))
+    if not names:
+        return
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, tuple):
+                    parts.append(f".{name}[{i}][1]")
+                    _visit(item[1], parts, entry)
+                else:
+                    parts.append(f".{name}[{i}]")
+                    _visit(item, parts, entry)
+                parts.pop()
+        elif value is not None:
+            parts.append("." + name)
+            _visit(value, parts, entry)
+            parts.pop()

@@ -66,6 +66,10 @@ _KEYED_GROUPS = frozenset(["RECORD", "NAMED"])
 _TYPE_GROUPS = frozenset(["TYPE_OBJ", "TYPE_LIST", "ANGLE"])
 
 
+class StopPass(Exception):
+    """Raised by a diagnosis re-run when it reaches the token that failed."""
+
+
 class Opener:
     """An open bracket (or ternary `?`) the pass is inside of."""
 
@@ -79,6 +83,10 @@ class Opener:
         self.pending = kind in _EXPR_GROUPS or kind in _TYPE_GROUPS
         self.ops = 0
         self.fields: set[str] | None = set() if kind == "TYPE_OBJ" else None
+
+
+# (parser stack, terminal) -> accepted; the tables never change within a process.
+_ACCEPTS_CACHE: dict[tuple[tuple[Any, ...], str], bool] = {}
 
 
 def accepts(states: dict, stack: list, term: str) -> bool:
@@ -113,7 +121,7 @@ def accepts(states: dict, stack: list, term: str) -> bool:
 class TokenPass:
     """Per-parse state of the pass: raw tokens, the opener stack, pending checks."""
 
-    def __init__(self, source: str, toks: list[Tok]) -> None:
+    def __init__(self, source: str, toks: list[Tok], stop_at: int = -1) -> None:
         self.text = source  # Lark's LexerState reads `.text`
         self.source = source
         self.toks = toks
@@ -129,6 +137,7 @@ class TokenPass:
         self.loop_depth = 0
         self.process_depth = 0
         self.block_frames = 0
+        self.group_frames = 0
         self.stmt_frame = 0
         self.stmt_ops = 0
         self.chain = 0  # sum of `ops` over the open levels (+ statement level)
@@ -136,21 +145,29 @@ class TokenPass:
         self.frame_after: int = -1  # token index after which the statement expression starts
         self.deferred: dict[int, LangError] = {}
         self.label_closed = False
+        self.stop_at = stop_at  # diagnosis re-run: stop before this token
 
     # ------------------------------------------------------------------ helpers
 
     def ok(self, term: str) -> bool:
-        return accepts(self.states, self.stack, term)
+        action = self.states[self.stack[-1]].get(term)
+        if action is None:
+            return False
+        if action[0] is Shift:
+            return True
+        key = (tuple(self.stack), term)
+        known = _ACCEPTS_CACHE.get(key)
+        if known is None:
+            if len(_ACCEPTS_CACHE) > 50_000:
+                _ACCEPTS_CACHE.clear()
+            known = _ACCEPTS_CACHE[key] = accepts(self.states, self.stack, term)
+        return known
 
     def err(self, message: str, offset: int, hint: str | None = None) -> LangError:
         return parse_error(self.source, message, offset, hint=hint)
 
     def depth(self) -> int:
-        groups = 0
-        for op in self.openers:
-            if op.counted:
-                groups += 1
-        return self.block_frames + self.stmt_frame + groups
+        return self.block_frames + self.stmt_frame + self.group_frames
 
     def enter(self, index: int) -> None:
         """The original's nesting guard: entering one more level at token ``index``."""
@@ -300,10 +317,13 @@ class TokenPass:
         toks = self.toks
         new_token = Token._future_new
         i = 0
+        stop_at = self.stop_at
         while True:
             tok = toks[i]
-            self.pre_top = self.openers[-1] if self.openers else None
-            self.pre_stack = self.stack[:]
+            if i == stop_at:
+                self.pre_top = self.openers[-1] if self.openers else None
+                self.pre_stack = self.stack[:]
+                raise StopPass()
             self.cur = i
             if tok.kind == "EOF":
                 return
@@ -410,6 +430,7 @@ class TokenPass:
             if kind != CLOSER_OF[top.kind]:
                 self.enter(i)
                 top.counted = True
+                self.group_frames += 1
 
     def maybe_expr_statement(self, i: int, term: str) -> None:
         """A token that can begin an expression starts a new statement when one can start."""
@@ -701,6 +722,8 @@ class TokenPass:
             )
         openers.pop()
         self.chain -= top.ops
+        if top.counted:
+            self.group_frames -= 1
         if top.kind == "BLOCK":
             self.block_frames -= 1
             self.stmt_frame = 0
