@@ -57,7 +57,7 @@ def _module_roots(module: ast.Module, extra: set[str]) -> set[str]:
     roots = {"tools", *extra}
 
     def visit(node: Any) -> None:
-        if isinstance(node, list):
+        if isinstance(node, (list, tuple)):
             for x in node:
                 visit(x)
             return

@@ -56,6 +56,7 @@ class MemoryHost:
         self.arrived = asyncio.Event()
         self.outcome: dict[str, Any] | None = None
         self.task: asyncio.Task | None = None
+        self.waiting = False  # blocked in wait_signal
 
     # -- public helpers -------------------------------------------------------------------------
     @property
@@ -70,9 +71,26 @@ class MemoryHost:
         return [e for e in self.world.events if e["run"] == run_id]
 
     async def run(self, process: str | None = None, args: dict[str, Any] | None = None) -> fx.RunResult:
-        """Execute the program's main block (or ``process``) on this host."""
+        """Execute the program's main block (or ``process``) on this host; the root run
+        also lets its children finish (those waiting for a signal nobody sends are
+        cancelled)."""
         assert self.program is not None, "MemoryHost needs the program to run it"
-        return await execute(self.program, self, process, args, self.world.limits)
+        try:
+            return await execute(self.program, self, process, args, self.world.limits)
+        finally:
+            if self.task is None:
+                await self._settle_children()
+
+    async def _settle_children(self) -> None:
+        while True:
+            pending = [h for h in self.world.runs.values()
+                       if h.task is not None and not h.task.done()]
+            if not pending:
+                return
+            for child in pending:
+                if child.waiting:
+                    child.task.cancel()
+            await asyncio.wait([c.task for c in pending], timeout=self.world.signal_timeout)
 
     # -- the seam -----------------------------------------------------------------------------
     async def perform(self, effect: fx.Effect) -> Any:
@@ -188,12 +206,15 @@ class MemoryHost:
                 if queue:
                     return queue.pop(0)
             self.arrived.clear()
+            self.waiting = True
             try:
                 await asyncio.wait_for(self.arrived.wait(), self.world.signal_timeout)
             except asyncio.TimeoutError:
                 raise LashRuntimeError(
                     "ValueError", f"wait_signal failed: no `{effect.name}` signal arrived",
                     effect.span) from None
+            finally:
+                self.waiting = False
 
     async def _SignalRunEffect(self, effect: fx.SignalRunEffect) -> None:
         target = self._child(effect.handle)

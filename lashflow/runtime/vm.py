@@ -202,7 +202,11 @@ async def execute(program: Program, host: fx.Host, process: str | None = None,
             return fx.RunResult("failed", None, error, prints=prints)
         if kind is fx.Observe and effect.kind == "print":
             prints.append(effect.text)
-        answer = await host.perform(effect)
+        try:
+            answer = await host.perform(effect)
+        except LashRuntimeError as e:  # the host could not perform it (bad sleep value, ...)
+            vm.done = True
+            raise e.locate(program.source, getattr(effect, "span", None)) from None
         effect = vm.send(answer)
 
 

@@ -224,3 +224,18 @@ async def test_process_refs_and_resources_as_values():
 
     with pytest.raises(LashRuntimeError, match="receiver for operation `x` is not a module authority"):
         receiver_module(1.0, "x")
+
+
+async def test_host_errors_carry_line_and_column():
+    with pytest.raises(LashRuntimeError) as info:
+        await run('x = 1\nsleep for "soon"')
+    assert (info.value.line, info.value.column) == (2, 1)
+
+
+async def test_children_never_awaited_still_finish_or_are_cancelled():
+    src = ('process quick() { tools.noop({}) }\nprocess stuck() { x = wait_signal("never") }\n'
+           'a = start quick()\nb = start stuck()\nfinish 1')
+    host, result = await run(src, {"noop": {"ok": 1}}, signal_timeout=0.2)
+    assert result.value == 1
+    assert all(h.task.done() for h in host.world.runs.values() if h.task is not None)
+    assert any(c["tool"] == "tools.noop" for c in host.calls)
