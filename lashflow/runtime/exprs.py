@@ -16,7 +16,7 @@ from lashflow.runtime.builtins import BUILTINS, arity_error, range_bounds
 from lashflow.runtime.errors import LashRuntimeError, type_error
 from lashflow.runtime.limits import ACTIVE, check_seq, steps_exhausted
 from lashflow.runtime.schema import TYPE_KEY, schema_of
-from lashflow.runtime.values import UNSET, truthy, type_name
+from lashflow.runtime.values import UNSET, truthy
 
 Closure = Callable[[list], Any]
 
@@ -475,4 +475,4 @@ def call_builtin(name: str, args: list[Any]) -> Any:
 
 
 __all__ = ["ExprCompiler", "Scope", "is_pure", "children", "builtin_caller", "call_builtin",
-           "span_of", "type_name", "EFFECT_NODES"]
+           "span_of", "EFFECT_NODES"]

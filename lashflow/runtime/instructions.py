@@ -16,7 +16,7 @@ from lashflow.runtime import ops
 from lashflow.runtime.builtins import range_bounds
 from lashflow.runtime.errors import LashRuntimeError, type_error, value_error
 from lashflow.runtime.exprs import call_builtin
-from lashflow.runtime.limits import ACTIVE, check_record, check_seq, steps_exhausted
+from lashflow.runtime.limits import ACTIVE, check_seq, steps_exhausted
 from lashflow.runtime.stmts import BREAK
 from lashflow.runtime.values import Resource, display, to_json, truthy
 
@@ -648,5 +648,4 @@ def materialise(symbolic: list[tuple], spans: list[Any]) -> list[Instruction]:
 
 
 __all__ = ["materialise", "Label", "ListCursor", "RangeCursor", "AwaitJoin", "BatchCall",
-           "BatchPlan", "WRAPPER", "BATCH", "HANDLE", "PAYLOAD", "NONE", "DISCARD", "TERMINAL",
-           "check_record"]
+           "BatchPlan", "WRAPPER", "BATCH", "HANDLE", "PAYLOAD", "NONE", "DISCARD", "TERMINAL"]

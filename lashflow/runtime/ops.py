@@ -107,17 +107,10 @@ def ne(a: Any, b: Any) -> bool:
     return not equal(a, b)
 
 
-def and_(a: Any, b: Any) -> bool:  # only for the stack form; closures short-circuit
-    return truthy(a) and truthy(b)
-
-
-def or_(a: Any, b: Any) -> bool:
-    return truthy(a) or truthy(b)
-
-
+# `and`/`or` are not here: both compiled forms short-circuit.
 BINARY = {
     "+": add, "-": sub, "*": mul, "/": div, "%": mod, "<": lt, "<=": le, ">": gt,
-    ">=": ge, "==": eq, "!=": ne, "and": and_, "or": or_,
+    ">=": ge, "==": eq, "!=": ne,
 }
 
 
