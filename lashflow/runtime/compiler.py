@@ -10,13 +10,14 @@ emitted symbolically (``(op, *args)`` with labels), then materialised by
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lashflow.lang import ast
 from lashflow.runtime import ops
-from lashflow.runtime.exprs import ExprCompiler, Scope, is_pure, span_of
+from lashflow.runtime.exprs import ExprCompiler, Scope, children, is_pure, span_of
 from lashflow.runtime.instructions import BatchCall, BatchPlan, Label, materialise
 from lashflow.runtime.stmts import StmtCompiler, stmt_is_pure
 from lashflow.runtime.values import Resource, resource_type_for
@@ -54,23 +55,40 @@ class Program:
 
 
 def _module_roots(module: ast.Module, extra: set[str]) -> set[str]:
+    """Host module names a bare name may denote: ``tools``, the catalog's, and every
+    single-segment module the file calls."""
     roots = {"tools", *extra}
 
-    def visit(node: Any) -> None:
-        if isinstance(node, (list, tuple)):
-            for x in node:
-                visit(x)
-            return
+    def expr(node: Any) -> None:
         if type(node) is ast.ReceiverCall and node.module and "." not in node.module:
             roots.add(node.module)
-        if hasattr(node, "__slots__"):
-            for name in node.__slots__:
-                value = getattr(node, name, None)
-                if isinstance(value, (list, tuple)) or hasattr(value, "__slots__"):
-                    visit(value)
+        for child in children(node):
+            expr(child)
 
-    visit(module.main)
-    visit(module.processes)
+    def stmts(body: list[Any]) -> None:
+        for s in body:
+            t = type(s)
+            if t is ast.Assign:
+                for step in s.steps:
+                    if type(step) is ast.IndexStep:
+                        expr(step.index)
+                expr(s.value)
+            elif t is ast.If:
+                expr(s.cond)
+                stmts(s.then.body)
+                if s.otherwise is not None:
+                    stmts([s.otherwise] if type(s.otherwise) is ast.If else s.otherwise.body)
+            elif t is ast.While or t is ast.For:
+                expr(s.cond if t is ast.While else s.iterable)
+                stmts(s.body.body)
+            elif t is ast.ValueStmt:
+                expr(s.value)
+            elif t is ast.ExprStmt:
+                expr(s.expr)
+
+    stmts(module.main)
+    for decl in module.processes:
+        stmts(decl.body.body)
     return roots
 
 
@@ -81,6 +99,16 @@ def compile_module(module: ast.Module, catalog: Any = None) -> Program:
     a bare module name (``start worker(t: tools)``) may refer to; without it, the
     modules called somewhere in the file (and ``tools``) are used.
     """
+    paused = gc.isenabled()
+    gc.disable()  # compiling allocates many small objects; cyclic GC passes only cost time
+    try:
+        return _compile(module, catalog)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _compile(module: ast.Module, catalog: Any) -> Program:
     modules = set(getattr(catalog, "modules", {}) or {})
     roots = _module_roots(module, {m for m in modules if "." not in m})
     fallbacks: dict[str, Any] = {name: Resource(resource_type_for(name), name) for name in roots}
