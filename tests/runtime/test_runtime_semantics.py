@@ -239,3 +239,36 @@ async def test_children_never_awaited_still_finish_or_are_cancelled():
     assert result.value == 1
     assert all(h.task.done() for h in host.world.runs.values() if h.task is not None)
     assert any(c["tool"] == "tools.noop" for c in host.calls)
+
+
+async def test_cancel_a_child():
+    src = ('process stuck() { x = wait_signal("never") }\nh = start stuck()\ncancel h\nfinish await h')
+    assert await value(src) == {"ok": False, "error": "lashlang process was cancelled"}
+
+
+async def test_yield_and_wake_observations():
+    host, result = await run('process p() { yield {n: 1}\n wake "done"\n finish 2 }\nfinish (await start p())?')
+    assert result.value == 2
+    observed = [(e["kind"], e["value"], e["text"]) for e in host.events if e["kind"] in ("yield", "wake")]
+    assert observed == [("yield", {"n": 1}, '{"n":1}'), ("wake", "done", "done")]
+
+
+async def test_batch_keeps_pure_handle_leaves_as_they_are():
+    src = ('process p() { finish 1 }\nh = start p()\n'
+           'r = await [tools.one({}), h]\nfinish [r[0], r[1].__handle__]')
+    assert await value(src, {"one": {"ok": 1}}) == [{"ok": True, "value": 1}, "process"]
+
+
+async def test_interpreter_api_misuse_is_a_clear_error():
+    from lashflow.errors import LashflowError
+    from lashflow.runtime.vm import Interpreter
+    from runtime_support import build
+
+    vm = Interpreter(build("finish 1"))
+    assert vm.start().value == 1
+    with pytest.raises(LashflowError, match="already started"):
+        vm.start()
+    with pytest.raises(LashflowError, match="no effect is waiting"):
+        vm.send(None)
+    with pytest.raises(LashflowError, match="unknown process `nope`"):
+        Interpreter(build("finish 1"), "nope")
