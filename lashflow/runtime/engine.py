@@ -96,6 +96,7 @@ class Engine:
         self._compiled: dict[str, _Compiled] = {}
         self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
         self._active: dict[str, _RunContext] = {}
+        self._wakeups: set[asyncio.Task[RunOutcome]] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self._loaded_modules: set[str] = set()
         self._opened = False
@@ -237,7 +238,9 @@ class Engine:
         if run.status in SETTLED:
             return await self.get(run_id)
         self._load_run_tools(run)
-        return await self._join(run_id, source=source, retry_interrupted=retry_interrupted)
+        outcome = await self._join(run_id, source=source, retry_interrupted=retry_interrupted)
+        await self._drain_wakeups()
+        return outcome
 
     async def recover(self) -> list[RunOutcome]:
         """Drive every run whose owner is gone, and every waiting run whose timer is due."""
@@ -444,10 +447,21 @@ class Engine:
         return None
 
     async def _wake_parent(self, parent_id: str) -> None:
+        """A child settled: drive its parent on if it was parked waiting for a child."""
         parent = await self.store.get_run(parent_id)
         if parent is not None and parent.status == "waiting" and parent_id not in self._active:
             if any(w.get("kind") == "child" for w in parent.waiting):
-                self._spawn(parent_id)
+                self._wakeups.add(self._spawn(parent_id))
+
+    async def _drain_wakeups(self) -> None:
+        """Wait for the parents woken by settling children (and theirs, transitively)."""
+        while self._wakeups:
+            task = self._wakeups.pop()
+            try:
+                await task
+            except LashflowError as exc:
+                if exc.code != "run_busy":
+                    raise
 
     # -- outside events ----------------------------------------------------------------------
     async def complete(self, key: str, result: Any, *, resume: bool = True) -> RunStatus:
@@ -457,6 +471,7 @@ class Engine:
             self._load_run_tools(run)
             try:
                 outcome = await self._join(run_id)
+                await self._drain_wakeups()
                 return outcome.status
             except LashflowError as exc:
                 if exc.code != "run_busy":
@@ -474,7 +489,9 @@ class Engine:
                 w.get("kind") == "signal" and w.get("signal") == name for w in run.waiting):
             self._load_run_tools(run)
             try:
-                return (await self._join(run_id)).status
+                status = (await self._join(run_id)).status
+                await self._drain_wakeups()
+                return status
             except LashflowError as exc:
                 if exc.code != "run_busy":
                     raise
