@@ -90,7 +90,14 @@ class Interpreter:
         """Deliver the answer to the pending effect and run to the next one."""
         if self.done or self.expect is None:
             raise LashflowError("no effect is waiting for an answer", code="usage_error")
-        expect = self.expect
+        try:
+            self._push_answer(self.expect, value)
+        except RecursionError:
+            self.done = True
+            raise LimitExceeded("an effect's answer is nested too deeply") from None
+        return self._run(self.pc)
+
+    def _push_answer(self, expect: int | None, value: Any) -> None:
         if expect == WRAPPER:
             self.stack.append(normalize_wrapper(value))
         elif expect == BATCH:
@@ -103,7 +110,6 @@ class Interpreter:
             self.stack.append(None)
         elif expect != DISCARD:
             raise LashflowError("the run has ended", code="usage_error")
-        return self._run(self.pc)
 
     def _run(self, pc: int) -> fx.Effect:
         ACTIVE.reset(self.limits)

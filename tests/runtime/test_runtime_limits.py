@@ -67,3 +67,15 @@ async def test_exponential_sharing_cannot_explode_serialisation():
 async def test_range_limit():
     message = await limited("x = range(11)", Limits(max_range_items=10))
     assert message == "`range` would create more than 10 items"
+
+
+def test_deep_answer_is_a_limit_not_a_crash():
+    from lashflow.runtime.vm import Interpreter
+
+    vm = Interpreter(build("x = await tools.t({})", {"t": 1}))
+    vm.start()
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(LimitExceeded):
+        vm.send({"ok": True, "value": deep})
