@@ -144,7 +144,8 @@ class Engine:
             from .compiler import compile_module
 
             module = link(parse(source), self.tool_runner.catalog())
-            compiled = _Compiled(module, compile_module(module), source_hash)
+            compiled = _Compiled(module, compile_module(module, self.tool_runner.catalog()),
+                                 source_hash)
             self._compiled[source_hash] = compiled
         return compiled
 
