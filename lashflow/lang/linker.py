@@ -354,6 +354,10 @@ class Linker:
 
     def field(self, e: A.Field, env: Env) -> T.SType:
         obj = self.expr(e.obj, env)
+        if isinstance(obj, T.Resource):
+            raise self.fail(
+                f"cannot access `.{e.name}` on opaque host descriptor `{obj.type_name}`", e
+            )
         if isinstance(obj, T.Obj):
             f = obj.get(e.name)
             if f is None:
