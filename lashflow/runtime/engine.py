@@ -27,6 +27,7 @@ from .durable_host import DurableHost, FailTurn, NeedsAttention, ReplayMismatch,
 from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
 
 LEASE_TTL = 30.0
+CANCEL_POLL = 0.5  # seconds between checks for cancels requested by other processes
 
 
 @dataclass(slots=True)
@@ -48,6 +49,13 @@ class _RunContext:
     compiled: _Compiled
     cancel_requested: bool = False
     retry_interrupted: bool = False
+    host: Any = None
+
+    def request_cancel(self) -> None:
+        """Stop at the next effect; in-flight attempts get their grace, then are cancelled."""
+        self.cancel_requested = True
+        if self.host is not None:
+            self.host.cancel_event.set()
 
 
 @dataclass(slots=True)
@@ -97,6 +105,7 @@ class Engine:
         self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
         self._active: dict[str, _RunContext] = {}
         self._wakeups: set[asyncio.Task[RunOutcome]] = set()
+        self._cancel_watch: asyncio.Task[None] | None = None
         self._slots = asyncio.Semaphore(concurrency)
         self._loaded_modules: set[str] = set()
         self._opened = False
@@ -118,6 +127,8 @@ class Engine:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._cancel_watch is not None:
+            self._cancel_watch.cancel()
         tasks = [t for t in self._tasks.values() if not t.done()]
         for task in tasks:
             task.cancel()
@@ -224,7 +235,15 @@ class Engine:
         if task is None or task.done():
             task = asyncio.get_running_loop().create_task(self.drive(run_id, **options))
             self._tasks[run_id] = task
+            task.add_done_callback(lambda done: self._forget(run_id, done))
         return task
+
+    def _forget(self, run_id: str, task: asyncio.Task[RunOutcome]) -> None:
+        """A settled or parked run keeps nothing in memory."""
+        if self._tasks.get(run_id) is task:
+            del self._tasks[run_id]
+        if not task.cancelled():
+            task.exception()  # mark retrieved; callers that care awaited it already
 
     async def _join(self, run_id: str, **options: Any) -> RunOutcome:
         task = self._tasks.get(run_id)
@@ -300,6 +319,7 @@ class Engine:
         ctx = _RunContext(run, generation, compiled, cancel_requested=run.cancel_requested,
                           retry_interrupted=retry_interrupted)
         self._active[run_id] = ctx
+        self._ensure_cancel_watch()
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ctx))
         try:
             return await self._execute(ctx)
@@ -309,6 +329,25 @@ class Engine:
         finally:
             heartbeat.cancel()
             self._active.pop(run_id, None)
+
+    def _ensure_cancel_watch(self) -> None:
+        if self._cancel_watch is None or self._cancel_watch.done():
+            self._cancel_watch = asyncio.get_running_loop().create_task(self._watch_cancels())
+
+    async def _watch_cancels(self) -> None:
+        """Cancels requested from other processes reach the runs this engine drives."""
+        while self._active:
+            await asyncio.sleep(CANCEL_POLL)
+            if not self._active:
+                return
+            try:
+                running = await self.store.list_runs("running")
+            except LashflowError:
+                continue
+            for run in running:
+                ctx = self._active.get(run.run_id)
+                if ctx is not None and run.cancel_requested and not ctx.cancel_requested:
+                    ctx.request_cancel()
 
     async def _heartbeat(self, ctx: _RunContext) -> None:
         while True:
@@ -330,6 +369,7 @@ class Engine:
         run = ctx.run
         steps, attempts = await self.store.load_journal(run.run_id)
         host = DurableHost(self, ctx, steps, attempts)
+        ctx.host = host
         if ctx.cancel_requested:
             return await self._settle_cancelled(ctx, host)
         if run.status != "running":
@@ -505,7 +545,7 @@ class Engine:
         await self.store.request_cancel(run_id)
         active = self._active.get(run_id)
         if active is not None:
-            active.cancel_requested = True
+            active.request_cancel()
             return RunStatus.RUNNING
         if run.status in ("waiting", "queued", "needs_attention"):
             self._load_run_tools(run)

@@ -345,3 +345,35 @@ async def test_unknown_run_is_a_clear_error(db_url: str) -> None:
 
 def _unused(_: Any) -> None:  # keeps linters quiet about the helper import style
     return None
+
+
+@tool
+async def hang(call: ToolCall) -> int:
+    import asyncio
+
+    counted("hang")
+    await asyncio.sleep(60)
+    return 1
+
+
+async def test_cancel_a_running_run_cancels_the_attempt_in_flight(db_url: str) -> None:
+    import asyncio
+
+    source = """
+    process p() {
+      a = await tools.add({ a: 1, b: 1 })?
+      r = await tools.hang({})
+      b = await tools.add({ a: a, b: 1 })?
+      finish b
+    }
+    """
+    async with Engine(db=db_url, tools=TOOLS + [hang]) as engine:
+        handle = await engine.start(source)
+        while CALLS.get("hang", 0) == 0:
+            await asyncio.sleep(0.01)
+        assert await engine.cancel(handle.run_id) is RunStatus.RUNNING
+        outcome = await asyncio.wait_for(handle.result(), timeout=5)
+        assert outcome.status is RunStatus.CANCELLED
+        assert CALLS == {"add": 1, "hang": 1}
+        steps = await engine.steps(handle.run_id)
+        assert [s.outcome["status"] for s in steps] == ["ok", "cancelled"]
