@@ -82,6 +82,10 @@ class DurableHost:
     async def commit(self, steps: list[StepRecord] = (), attempts: list[AttemptRecord] = ()) -> None:  # type: ignore[assignment]
         await self.engine.store.commit(Commit(self.run_id, self.ctx.generation, list(steps),
                                               list(attempts)))
+        if self.engine.listeners:
+            for step in steps:
+                self.engine.notify({"type": "step", "run_id": self.run_id, "step": step.step_key,
+                                    "kind": step.kind, "tool": step.tool, "status": step.status})
 
     def _check_replay(self, record: StepRecord, kind: str, tool: str | None, args: Any) -> None:
         """A recorded step must be what the code asks now; otherwise stop, never re-run."""

@@ -137,6 +137,16 @@ class Engine:
         await self.store.close()
         self._opened = False
 
+    def notify(self, event: dict[str, Any]) -> None:
+        """Progress events for live displays: ``{"type": "tools" | "step" | "run", ...}``.
+
+        ``tools``: calls now in flight (``tools``: names); ``step``: a step recorded
+        (``step``, ``kind``, ``tool``, ``status``); ``run``: the drive ended (``status``).
+        Listeners must be quick; they run on the engine's loop.
+        """
+        for listener in self.listeners:
+            listener(event)
+
     def load_tools(self, module_or_path: str) -> None:
         """Import a tool module (name or ``.py`` path) once and register its tools."""
         key = str(Path(module_or_path).resolve()) if module_or_path.endswith(".py") else module_or_path
@@ -416,8 +426,7 @@ class Engine:
         outcome = self._outcome(run, prints=host.prints)
         if change.status in SETTLED and run.parent_run_id:
             await self._wake_parent(run.parent_run_id)
-        for listener in self.listeners:
-            listener(outcome)
+        self.notify({"type": "run", "run_id": run.run_id, "status": change.status})
         return outcome
 
     def _error_json(self, error: Any) -> dict[str, Any]:

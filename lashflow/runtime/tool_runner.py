@@ -213,6 +213,9 @@ class ToolRunner:
                 first = self._next_attempt(host, effect, record)
             planned.append(DispatchCall(effect.module, effect.operation, payload, effect.step, first))
         journal = RunAttemptJournal(host, tools)
+        if self.engine.listeners:
+            self.engine.notify({"type": "tools", "run_id": host.run_id,
+                                "tools": [tools[c.step_key][0] for c in planned]})
         results = await self.dispatcher.batch(planned, run_id=host.run_id, journal=journal,
                                               cancel=host.cancel_event)
         answers: list[Any] = []
