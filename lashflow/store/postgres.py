@@ -1,0 +1,580 @@
+"""PostgreSQL journal on asyncpg: a connection pool, group commit, SKIP LOCKED claims.
+
+Same semantics and JSON encodings as ``SqliteStore``, so any number of workers on any
+machines can share runs. Tables are prefixed ``lashflow_`` so they can live in a shared
+database; the schema is the first one on the connection's ``search_path`` (put
+``?search_path=myschema`` in the URL to choose one). ``?pool_size=N`` sets the pool's
+maximum size; every other URL parameter goes to asyncpg / the server unchanged.
+
+Round trips are what a step costs here, so hot paths are single statements (claim,
+renew, completion rows) and a group commit is one transaction of a few pipelined
+``executemany`` calls, whatever the number of runs in the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import secrets
+import socket
+import time
+from typing import Any, AsyncIterator, Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from ..errors import DbError
+from .base import (
+    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunRecord,
+    StepRecord, Store,
+)
+from .leases import owner_is_dead
+
+_C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        f"CREATE TABLE IF NOT EXISTS lashflow_sources (hash TEXT {_C} PRIMARY KEY, text BYTEA NOT NULL)",
+        f"""CREATE TABLE IF NOT EXISTS lashflow_runs (
+            run_id TEXT {_C} PRIMARY KEY, parent_run_id TEXT {_C}, process TEXT,
+            source_hash TEXT NOT NULL, input TEXT NOT NULL, input_hash TEXT NOT NULL,
+            status TEXT NOT NULL, result TEXT, error TEXT, waiting TEXT,
+            created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+            lease_owner TEXT {_C}, lease_expires DOUBLE PRECISION NOT NULL DEFAULT 0,
+            generation BIGINT NOT NULL DEFAULT 0, cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+            wake_at DOUBLE PRECISION, meta TEXT)""",
+        "CREATE INDEX IF NOT EXISTS lashflow_runs_by_status ON lashflow_runs (status, created_at)",
+        "CREATE INDEX IF NOT EXISTS lashflow_runs_by_wake ON lashflow_runs (wake_at) "
+        "WHERE wake_at IS NOT NULL",
+        f"""CREATE TABLE IF NOT EXISTS lashflow_steps (
+            run_id TEXT {_C} NOT NULL, step_key TEXT {_C} NOT NULL, seq BIGINT NOT NULL,
+            kind TEXT NOT NULL, tool TEXT, args_hash TEXT, status TEXT NOT NULL, outcome TEXT,
+            blob TEXT {_C}, detail TEXT, created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, step_key))""",
+        f"""CREATE TABLE IF NOT EXISTS lashflow_attempts (
+            id BIGINT GENERATED ALWAYS AS IDENTITY, run_id TEXT {_C} NOT NULL,
+            step_key TEXT {_C} NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL,
+            code TEXT, message TEXT, detail TEXT, started_at DOUBLE PRECISION,
+            finished_at DOUBLE PRECISION, PRIMARY KEY (run_id, step_key, attempt))""",
+        "CREATE INDEX IF NOT EXISTS lashflow_attempts_in_order ON lashflow_attempts (run_id, id)",
+        f"""CREATE TABLE IF NOT EXISTS lashflow_completions (
+            run_id TEXT {_C} NOT NULL, step_key TEXT {_C} NOT NULL,
+            waiting BOOLEAN NOT NULL DEFAULT FALSE, deadline_at DOUBLE PRECISION,
+            on_timeout TEXT, on_cancel TEXT, module TEXT, tool TEXT, resolution TEXT,
+            PRIMARY KEY (run_id, step_key))""",
+        f"""CREATE TABLE IF NOT EXISTS lashflow_signals (
+            run_id TEXT {_C} NOT NULL, name TEXT {_C} NOT NULL, ordinal INTEGER NOT NULL,
+            payload TEXT, PRIMARY KEY (run_id, name, ordinal))""",
+        f"CREATE TABLE IF NOT EXISTS lashflow_blobs (hash TEXT {_C} PRIMARY KEY, data TEXT NOT NULL)",
+    ],
+}
+
+# Errors of the driver, the server or the network: all become one-line DbErrors.
+_DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
+_RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _redacted(url: str) -> str:
+    """The URL as shown in messages: never the password."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.netloc.rsplit("@", 1)[1]
+        return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    except ValueError:
+        return "<unparsable database URL>"
+
+
+def _split_url(url: str) -> tuple[str, int]:
+    """(DSN for asyncpg, pool size): ``pool_size`` is ours, the rest is asyncpg's."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise DbError(f"bad database URL {_redacted(url)}: {_one_line(exc)}") from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise DbError(f"bad database URL {_redacted(url)}: expected postgresql://user@host:port/db")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    size = 10
+    rest = []
+    for key, value in query:
+        if key == "pool_size":
+            if not value.isdigit() or int(value) < 1:
+                raise DbError(f"bad database URL {_redacted(url)}: pool_size must be a positive integer")
+            size = int(value)
+        else:
+            rest.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), size
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset hook: our connections keep no session state (locks are per transaction),
+    so skip asyncpg's default reset query, one round trip per release."""
+
+
+class PostgresStore(Store):
+    """The shared store for many workers. All methods are safe to call concurrently."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self._display = _redacted(url)
+        self._pool: asyncpg.Pool | None = None
+        self._queue: list[tuple[Commit, asyncio.Future[None]]] = []
+        self._flushing = False
+        self._flusher: asyncio.Task[None] | None = None
+        self._secret: bytes | None = None
+
+    # -- plumbing ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except _DB_ERRORS as exc:
+            raise DbError(f"database error on {self._display}: {_one_line(exc)}") from None
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise DbError("the store is not open")
+        return self._pool
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        pool = self._require_pool()
+        with self._errors():
+            async with pool.acquire() as conn:
+                yield conn
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
+        with self._errors():
+            return await self._require_pool().fetch(sql, *args)
+
+    async def _fetchrow(self, sql: str, *args: Any) -> Any:
+        with self._errors():
+            return await self._require_pool().fetchrow(sql, *args)
+
+    async def _fetchval(self, sql: str, *args: Any) -> Any:
+        with self._errors():
+            return await self._require_pool().fetchval(sql, *args)
+
+    async def open(self) -> None:
+        dsn, size = _split_url(self.url)
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=1, max_size=size, timeout=self.connect_timeout,
+                reset=_keep_session)
+        except (*_DB_ERRORS, ValueError) as exc:
+            raise DbError(f"cannot open database {self._display}: {_one_line(exc)}") from None
+        try:
+            with self._errors():
+                async with pool.acquire() as conn:
+                    await self._migrate(conn)
+        except BaseException:
+            pool.terminate()
+            raise
+        self._pool = pool
+
+    async def _migrate(self, conn: asyncpg.Connection) -> None:
+        """Bring the schema to ``SCHEMA_VERSION``; the advisory lock keeps workers that
+        open at the same moment from racing on ``CREATE TABLE``."""
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lashflow_migrate:' || "
+                               "COALESCE(current_schema(), '')))")
+            await conn.execute(f"CREATE TABLE IF NOT EXISTS lashflow_meta "
+                               f"(key TEXT {_C} PRIMARY KEY, value BYTEA NOT NULL)")
+            raw = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
+            version = int(raw) if raw else 0
+            if version > SCHEMA_VERSION:
+                raise DbError(
+                    f"database {self._display} has schema version {version}, newer than this "
+                    f"lashflow supports ({SCHEMA_VERSION}); upgrade lashflow to open it")
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target]:
+                    await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO lashflow_meta (key, value) VALUES ('schema_version', $1) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                str(SCHEMA_VERSION).encode())
+            await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ('secret', $1) "
+                               "ON CONFLICT (key) DO NOTHING", secrets.token_bytes(32))
+
+    async def close(self) -> None:
+        while self._flushing or self._queue:
+            await asyncio.sleep(0.001)
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), timeout=10)
+            except (asyncio.TimeoutError, *_DB_ERRORS):
+                pool.terminate()
+
+    # -- identity ----------------------------------------------------------------------
+    async def secret(self) -> bytes:
+        if self._secret is None:
+            value = await self._fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'")
+            self._secret = bytes(value)
+        return self._secret
+
+    async def put_source(self, source_hash: str, text: str) -> None:
+        # BYTEA, not TEXT: a source file may hold characters (NUL) a TEXT column refuses.
+        await self._fetchval("INSERT INTO lashflow_sources (hash, text) VALUES ($1, $2) "
+                             "ON CONFLICT (hash) DO NOTHING", source_hash, text.encode())
+
+    async def get_source(self, source_hash: str) -> str | None:
+        value = await self._fetchval("SELECT text FROM lashflow_sources WHERE hash = $1", source_hash)
+        return None if value is None else bytes(value).decode()
+
+    # -- runs ------------------------------------------------------------------------
+    _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
+                    "error, waiting, created_at, updated_at, lease_owner, lease_expires, generation, "
+                    "cancel_requested, wake_at, meta")
+
+    @staticmethod
+    def _run_from_row(row: Any) -> RunRecord:
+        return RunRecord(
+            run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
+            input=_loads(row[4]), input_hash=row[5], status=row[6], result=_loads(row[7]),
+            error=_loads(row[8]), waiting=_loads(row[9]) or [], created_at=row[10],
+            updated_at=row[11], lease_owner=row[12], lease_expires=row[13], generation=row[14],
+            cancel_requested=bool(row[15]), wake_at=row[16], meta=_loads(row[17]) or {})
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        row = await self._fetchrow(
+            f"INSERT INTO lashflow_runs ({self._RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
+            f"$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
+            f"RETURNING {self._RUN_COLUMNS}",
+            run.run_id, run.parent_run_id, run.process, run.source_hash, _dumps(run.input),
+            run.input_hash, run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
+            float(run.created_at), float(run.updated_at), run.lease_owner,
+            float(run.lease_expires), run.generation, bool(run.cancel_requested),
+            None if run.wake_at is None else float(run.wake_at), _dumps(run.meta))
+        if row is not None:
+            return self._run_from_row(row), True
+        existing = await self.get_run(run.run_id)
+        if existing is None:  # inserted and deleted in between: nothing here deletes runs
+            raise DbError(f"run {run.run_id} vanished while being created")
+        return existing, False
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await self._fetchrow(f"SELECT {self._RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
+                                   run_id)
+        return self._run_from_row(row) if row else None
+
+    async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        sql = f"SELECT {self._RUN_COLUMNS} FROM lashflow_runs"
+        params: list[Any] = []
+        if status is not None:
+            params.append(status)
+            sql += f" WHERE status = ${len(params)}"
+        sql += " ORDER BY created_at, run_id"
+        if limit is not None:
+            params.append(limit)
+            sql += f" LIMIT ${len(params)}"
+        return [self._run_from_row(row) for row in await self._fetch(sql, *params)]
+
+    # The common case in one statement: a row locked by another transaction is skipped,
+    # never waited for, so many workers can claim at once without queueing on each other.
+    _CLAIM_FREE = """
+        WITH target AS (
+            SELECT run_id FROM lashflow_runs
+            WHERE run_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3)
+            FOR UPDATE SKIP LOCKED)
+        UPDATE lashflow_runs r SET lease_owner = $2, lease_expires = $4,
+            generation = r.generation + 1
+        FROM target WHERE r.run_id = target.run_id RETURNING r.generation"""
+    # The fallback: take it only if nobody moved it since we looked (compare and swap).
+    _CLAIM_SWAP = """
+        UPDATE lashflow_runs SET lease_owner = $2, lease_expires = $4, generation = generation + 1
+        WHERE run_id = $1 AND generation = $5 AND lease_owner IS NOT DISTINCT FROM $6
+          AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3 OR $7::boolean)
+        RETURNING generation"""
+
+    async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
+                    steal_from_dead: bool = True) -> int | None:
+        """Take the lease if it is free, ours, expired or held by a dead local owner.
+
+        A row locked at that instant (its holder committing, another worker claiming) is
+        looked at without a lock; if it is claimable the claim waits for the row and
+        succeeds only if nothing moved meanwhile, so "ours" is never refused spuriously.
+        """
+        now, expires = float(now), float(now) + float(ttl)
+        generation = await self._fetchval(self._CLAIM_FREE, run_id, owner, now, expires)
+        if generation is not None:
+            return int(generation)
+        row = await self._fetchrow("SELECT lease_owner, lease_expires, generation FROM lashflow_runs "
+                                   "WHERE run_id = $1", run_id)
+        if row is None:
+            return None
+        holder, held_until, current = row
+        dead = bool(steal_from_dead and holder is not None and holder != owner
+                    and held_until >= now and owner_is_dead(holder))
+        if not (holder is None or holder == owner or held_until < now or dead):
+            return None
+        generation = await self._fetchval(self._CLAIM_SWAP, run_id, owner, now, expires, current,
+                                          holder, dead)
+        return None if generation is None else int(generation)
+
+    async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:
+        found = await self._fetchval(
+            "UPDATE lashflow_runs SET lease_expires = $1 WHERE run_id = $2 AND lease_owner = $3 "
+            "AND generation = $4 RETURNING 1", float(now) + float(ttl), run_id, owner, generation)
+        return found is not None
+
+    async def request_cancel(self, run_id: str) -> None:
+        await self._fetchval("UPDATE lashflow_runs SET cancel_requested = TRUE WHERE run_id = $1",
+                             run_id)
+
+    async def due_runs(self, now: float, limit: int = 100) -> list[str]:
+        rows = await self._fetch(
+            "SELECT run_id FROM lashflow_runs WHERE status = 'waiting' AND wake_at IS NOT NULL "
+            "AND wake_at <= $1 ORDER BY wake_at, run_id LIMIT $2", float(now), limit)
+        return [row[0] for row in rows]
+
+    async def orphaned_runs(self, now: float) -> list[str]:
+        # Only owners on this host can be proven dead (see leases.py): the others need not
+        # leave the server at all.
+        local = _like_escape(socket.gethostname()) + ":%"
+        rows = await self._fetch(
+            "SELECT run_id, lease_owner, lease_expires FROM lashflow_runs WHERE status IN "
+            "('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1 OR "
+            "lease_owner LIKE $2) ORDER BY created_at, run_id", float(now), local)
+        return [run_id for run_id, owner, expires in rows
+                if owner is None or expires < now or owner_is_dead(owner)]
+
+    # -- journal ---------------------------------------------------------------------
+    async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        async with self._conn() as conn:
+            step_rows = await conn.fetch(
+                "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
+                "s.detail, s.seq, s.created_at, s.updated_at FROM lashflow_steps s LEFT JOIN "
+                "lashflow_blobs b ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
+            attempt_rows = await conn.fetch(
+                "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
+                "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
+        steps = []
+        for row in step_rows:
+            outcome = row[6] if row[6] is not None else row[5]
+            steps.append(StepRecord(run_id, row[0], row[1], row[2], row[3], row[4], _loads(outcome),
+                                    _loads(row[7]) or {}, row[8], row[9], row[10]))
+        attempts = [AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
+                                  _loads(row[5]) or {}, row[6], row[7]) for row in attempt_rows]
+        return steps, attempts
+
+    async def commit(self, change: Commit) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((change, future))
+        if not self._flushing:
+            self._flushing = True
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        await future
+
+    async def _flush(self) -> None:
+        """Commit whatever is queued, one transaction per round, until the queue is empty."""
+        batch: list[tuple[Commit, asyncio.Future[None]]] = []
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    results = await self._transact([change for change, _ in batch])
+                except Exception as exc:  # the whole transaction failed: nobody is durable
+                    results = [exc] * len(batch)
+                for (_, future), result in zip(batch, results):
+                    if future.done():
+                        continue
+                    if result is None:
+                        future.set_result(None)
+                    else:
+                        future.set_exception(result)
+                batch = []
+        except BaseException:  # cancelled (loop shutting down): fail waiters, never hang them
+            for _, future in batch + self._queue:
+                if not future.done():
+                    future.set_exception(DbError("the store stopped before the write committed"))
+            self._queue = []
+            raise
+        finally:
+            self._flushing = False
+            self._flusher = None
+
+    async def _transact(self, changes: list[Commit]) -> list[Exception | None]:
+        """One group transaction, retried when the server picked it as a deadlock or
+        serialization victim (then nothing of it was written)."""
+        pool = self._require_pool()
+        for attempt in range(3):
+            try:
+                async with pool.acquire() as conn:
+                    return await self._apply(conn, changes)
+            except _RETRYABLE as exc:
+                if attempt == 2:
+                    raise DbError(f"database error on {self._display}: {_one_line(exc)}") from None
+            except _DB_ERRORS as exc:
+                raise DbError(f"database error on {self._display}: {_one_line(exc)}") from None
+        raise AssertionError("unreachable")
+
+    async def _apply(self, conn: asyncpg.Connection, changes: list[Commit]) -> list[Exception | None]:
+        results: list[Exception | None] = []
+        blobs: dict[str, str] = {}
+        steps: list[tuple[Any, ...]] = []
+        attempts: list[tuple[Any, ...]] = []
+        runs: list[tuple[Any, ...]] = []
+        async with conn.transaction():
+            # Lock every run row the group touches, in one fixed order (no deadlocks between
+            # workers); a lease taken over meanwhile shows here as a newer generation.
+            rows = await conn.fetch(
+                "SELECT run_id, generation FROM lashflow_runs WHERE run_id = ANY($1::text[]) "
+                "ORDER BY run_id FOR UPDATE", sorted({change.run_id for change in changes}))
+            generations = {row[0]: row[1] for row in rows}
+            for change in changes:
+                if change.generation is not None and generations.get(change.run_id) != change.generation:
+                    results.append(Fenced(f"run {change.run_id} is driven by another worker"))
+                    continue
+                self._collect(change, blobs, steps, attempts, runs)
+                results.append(None)
+            if blobs:
+                await conn.executemany("INSERT INTO lashflow_blobs (hash, data) VALUES ($1, $2) "
+                                       "ON CONFLICT (hash) DO NOTHING", list(blobs.items()))
+            if steps:
+                await conn.executemany(
+                    "INSERT INTO lashflow_steps (run_id, step_key, seq, kind, tool, args_hash, "
+                    "status, outcome, blob, detail, created_at, updated_at) VALUES "
+                    "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) ON CONFLICT (run_id, step_key) DO "
+                    "UPDATE SET status = EXCLUDED.status, outcome = EXCLUDED.outcome, blob = "
+                    "EXCLUDED.blob, detail = EXCLUDED.detail, updated_at = EXCLUDED.updated_at",
+                    steps)
+            if attempts:
+                await conn.executemany(
+                    "INSERT INTO lashflow_attempts (run_id, step_key, attempt, status, code, "
+                    "message, detail, started_at, finished_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
+                    "ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status = "
+                    "EXCLUDED.status, code = EXCLUDED.code, message = EXCLUDED.message, detail = "
+                    "EXCLUDED.detail, finished_at = EXCLUDED.finished_at", attempts)
+            if runs:
+                await conn.executemany(
+                    "UPDATE lashflow_runs SET status = $1, result = $2, error = $3, waiting = $4, "
+                    "wake_at = $5, updated_at = $6, "
+                    "lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END, "
+                    "lease_expires = CASE WHEN $7 THEN 0 ELSE lease_expires END "
+                    "WHERE run_id = $8", runs)
+        return results
+
+    @staticmethod
+    def _collect(change: Commit, blobs: dict[str, str], steps: list[tuple[Any, ...]],
+                 attempts: list[tuple[Any, ...]], runs: list[tuple[Any, ...]]) -> None:
+        """Turn one commit into rows; statements run per table, each in commit order."""
+        for step in change.steps:
+            outcome: str | None = _dumps(step.outcome)
+            blob = None
+            if len(outcome) > BLOB_THRESHOLD:
+                blob = hashlib.sha256(outcome.encode()).hexdigest()
+                blobs[blob] = outcome
+                outcome = None
+            steps.append((step.run_id, step.step_key, step.seq, step.kind, step.tool, step.args_hash,
+                          step.status, outcome, blob, _dumps(step.detail), float(step.created_at),
+                          float(step.updated_at)))
+        for attempt in change.attempts:
+            attempts.append((attempt.run_id, attempt.step_key, attempt.attempt, attempt.status,
+                             attempt.code, attempt.message, _dumps(attempt.detail),
+                             _float_or_none(attempt.started_at), _float_or_none(attempt.finished_at)))
+        if change.run is not None:
+            run = change.run
+            runs.append((run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
+                         _float_or_none(run.wake_at), time.time(), run.release_lease,
+                         change.run_id))
+
+    # -- completions and signals ---------------------------------------------------------
+    _COMPLETION_COLUMNS = ("run_id, step_key, waiting, deadline_at, on_timeout, on_cancel, module, "
+                           "tool, resolution")
+
+    @staticmethod
+    def _completion_row(row: Any) -> dict[str, Any]:
+        return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
+                "deadline_at": row[3], "on_timeout": row[4], "on_cancel": row[5], "module": row[6],
+                "tool": row[7], "resolution": _loads(row[8])}
+
+    async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None:
+        row = await self._fetchrow(f"SELECT {self._COMPLETION_COLUMNS} FROM lashflow_completions "
+                                   "WHERE run_id = $1 AND step_key = $2", run_id, step_key)
+        return self._completion_row(row) if row else None
+
+    async def completion_open_wait(self, row: dict[str, Any]) -> dict[str, Any]:
+        # One statement: insert waiting, or fill the wait fields of a row that is not waiting
+        # yet (an earlier resolution stays); a row already waiting keeps its fields.
+        keep = "CASE WHEN c.waiting THEN c.{0} ELSE EXCLUDED.{0} END"
+        fields = ("deadline_at", "on_timeout", "on_cancel", "module", "tool")
+        stored = await self._fetchrow(
+            "INSERT INTO lashflow_completions AS c (run_id, step_key, waiting, deadline_at, "
+            "on_timeout, on_cancel, module, tool) VALUES ($1, $2, TRUE, $3, $4, $5, $6, $7) "
+            "ON CONFLICT (run_id, step_key) DO UPDATE SET waiting = TRUE, "
+            + ", ".join(f"{name} = {keep.format(name)}" for name in fields)
+            + f" RETURNING {self._COMPLETION_COLUMNS}",
+            row["run_id"], row["step_key"], _float_or_none(row.get("deadline_at")),
+            row.get("on_timeout"), row.get("on_cancel"), row.get("module"), row.get("tool"))
+        return self._completion_row(stored)
+
+    async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
+                                now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
+        async with self._conn() as conn:
+            async with conn.transaction():
+                # Insert-or-touch: the row exists, is locked by us and is its latest version,
+                # so concurrent settlers line up and exactly one sees no resolution.
+                found = await conn.fetchrow(
+                    "INSERT INTO lashflow_completions AS c (run_id, step_key) VALUES ($1, $2) "
+                    "ON CONFLICT (run_id, step_key) DO UPDATE SET waiting = c.waiting "
+                    f"RETURNING {self._COMPLETION_COLUMNS}", run_id, step_key)
+                current = self._completion_row(found)
+                if current["resolution"] is not None:
+                    return current, "already_resolved"
+                deadline = current["deadline_at"]
+                if respect_deadline and deadline is not None and now >= deadline:
+                    return current, "expired"
+                await conn.execute("UPDATE lashflow_completions SET resolution = $1 WHERE run_id = $2 "
+                                   "AND step_key = $3", _dumps(resolution), run_id, step_key)
+        current["resolution"] = resolution
+        return current, "won"
+
+    async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]:
+        rows = await self._fetch(f"SELECT {self._COMPLETION_COLUMNS} FROM lashflow_completions "
+                                 "WHERE run_id = $1 AND waiting AND resolution IS NULL "
+                                 "ORDER BY step_key", run_id)
+        return [self._completion_row(row) for row in rows]
+
+    async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
+        # Next ordinal in one statement; a concurrent sender that took the same ordinal
+        # makes ours a no-op (ON CONFLICT), and we try again with the one after.
+        for _ in range(10_000):
+            ordinal = await self._fetchval(
+                "INSERT INTO lashflow_signals (run_id, name, ordinal, payload) "
+                "SELECT $1::text, $2::text, COALESCE(MAX(ordinal), 0) + 1, $3::text "
+                "FROM lashflow_signals WHERE run_id = $1 AND name = $2 "
+                "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, _dumps(payload))
+            if ordinal is not None:
+                return int(ordinal)
+        raise DbError(f"could not append signal {name!r} to run {run_id}: too much contention")
+
+    async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]:
+        row = await self._fetchrow("SELECT payload FROM lashflow_signals WHERE run_id = $1 AND "
+                                   "name = $2 AND ordinal = $3", run_id, name, ordinal)
+        return (True, _loads(row[0])) if row else (False, None)
+
+
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
