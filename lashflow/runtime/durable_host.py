@@ -205,10 +205,10 @@ class DurableHost:
         if not isinstance(child_id, str):
             answer = {"ok": False, "error": "expected handle record"}
         else:
-            outcome = await self.engine.join_child(child_id)
+            outcome, child_waits = await self.engine.join_child(child_id)
             if outcome is None:
                 raise fx.Parked([Wait(kind="child", step=effect.step, child_run_id=child_id,
-                                      resolve=f"lashflow resume {child_id}")])
+                                      resolve=f"lashflow resume {child_id}"), *child_waits])
             answer = outcome
         record = self.new_step(effect.step, "await", None, {"handle": child_id}, "done", answer)
         await self.commit([record])

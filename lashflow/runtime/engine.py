@@ -477,8 +477,9 @@ class Engine:
         if child_id not in self._tasks:
             self._spawn(child_id)
 
-    async def join_child(self, child_id: str) -> Any:
-        """The child's result wrapper once settled, or None if it is parked."""
+    async def join_child(self, child_id: str) -> tuple[Any, list[Wait]]:
+        """The child's result wrapper once settled (or None while it is parked) and, while
+        parked, what it waits on (so the parent's waits say what would move it on)."""
         try:
             outcome = await self._join(child_id)
         except LashflowError as exc:
@@ -486,7 +487,12 @@ class Engine:
                 raise
             run = await self._require(child_id)
             outcome = self._outcome(run)
-        return self.child_wrapper(outcome)
+        waits = []
+        for wait in outcome.waiting:
+            if wait.child_run_id is None:
+                wait.child_run_id = child_id
+            waits.append(wait)
+        return self.child_wrapper(outcome), waits
 
     @staticmethod
     def child_wrapper(outcome: RunOutcome) -> Any:
@@ -596,14 +602,23 @@ class Engine:
                 a.detail.get("usage")))
         views = []
         for s in steps:
-            shown = s.outcome
-            if s.kind == "tool" and isinstance(s.outcome, dict):
-                shown = s.outcome.get("wrapper", s.outcome)
-            projected = None if shown is None else self.tool_runner.project(
-                shown.get("value", shown) if isinstance(shown, dict) and shown.get("ok") else shown)
+            projected = self._preview(s)
             views.append(StepView(s.step_key, s.kind, s.tool, s.status, by_step.get(s.step_key, []),
                                   s.outcome, projected))
         return views
+
+    def _preview(self, step: Any) -> str | None:
+        """What the run history shows of a step, through the output budget."""
+        outcome = step.outcome
+        if outcome is None:
+            return None
+        if step.kind == "tool":
+            if outcome.get("status") == "ok":
+                return self.tool_runner.project(outcome.get("value"))
+            return outcome.get("message") or outcome.get("status")
+        if step.kind in ("print", "yield", "wake"):
+            return self.tool_runner.project(outcome.get("text", ""))
+        return self.tool_runner.project(outcome)
 
     async def waiting(self) -> list[tuple[str, Wait]]:
         out = []
