@@ -377,3 +377,24 @@ async def test_cancel_a_running_run_cancels_the_attempt_in_flight(db_url: str) -
         assert CALLS == {"add": 1, "hang": 1}
         steps = await engine.steps(handle.run_id)
         assert [s.outcome["status"] for s in steps] == ["ok", "cancelled"]
+
+
+async def test_a_200_kib_print_is_budgeted_in_history_but_journaled_whole(db_url: str) -> None:
+    source = ('s = join(["0123456789abcdef" for i in range(12800)], "")\n'
+              'print s\n'
+              'lines = join(["row " + to_string(i) for i in range(1000)], "\\n")\n'
+              'print lines\n'
+              'finish len(s)')
+    async with Engine(db=db_url, tools=TOOLS) as engine:
+        outcome = await engine.run(source)
+        assert outcome.result == 204800
+        wide, tall = outcome.prints
+        assert len(wide.encode()) < 17 * 1024
+        kept = wide.split("\n\n")[0]
+        assert f"...{204800 - len(kept)} bytes truncated..." in wide
+        assert "lashflow output" in wide
+        assert tall.startswith("row 0\nrow 1\n")
+        assert "...600 lines truncated..." in tall
+        steps = await engine.steps(outcome.run_id)
+        assert len(steps[0].outcome["text"]) == 204800  # the journal keeps it whole
+        assert (await engine.get(outcome.run_id)).prints == outcome.prints
