@@ -12,7 +12,11 @@ def canonical_json(data: Any) -> str:
 
 
 def digest(data: Any) -> str:
-    return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:32]
+    return digest_text(canonical_json(data))
+
+
+def digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def diff_paths(old: Any, new: Any, path: str = "$", limit: int = 8) -> list[str]:

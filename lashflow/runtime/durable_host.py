@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import LashflowError
 from ..store import AttemptRecord, Commit, StepRecord
+from ..tools.attempts import CancelSignal
 from . import effects as fx
-from .canonical import canonical_json, diff_paths, digest
+from .canonical import canonical_json, diff_paths, digest, digest_text
 from .outcome import Wait
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class DurableHost:
             self.attempts.setdefault(attempt.step_key, []).append(attempt)
         self.seq = max((step.seq for step in steps), default=0) + 1
         self.prints: list[str] = []
-        self.cancel_event = asyncio.Event()
+        self.cancel_event = CancelSignal()
         if ctx.cancel_requested:
             self.cancel_event.set()
         self.effects = 0
@@ -64,13 +65,14 @@ class DurableHost:
 
     # -- journal helpers -----------------------------------------------------------------
     def new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
-                  outcome: Any, detail: dict[str, Any] | None = None) -> StepRecord:
+                  outcome: Any, detail: dict[str, Any] | None = None, *,
+                  args_text: str | None = None) -> StepRecord:
         now = self.engine.clock.now()
         detail = dict(detail or {})
         args_hash = None
         if args is not None:
-            text = canonical_json(args)
-            args_hash = digest(args)
+            text = canonical_json(args) if args_text is None else args_text
+            args_hash = digest_text(text)
             if len(text) <= MAX_DETAIL_ARGS:
                 detail["args"] = args
         record = StepRecord(self.run_id, key, kind, tool, args_hash, status, outcome, detail,

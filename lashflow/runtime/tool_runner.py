@@ -18,7 +18,7 @@ from ..tools import (
     OutcomeStatus, Resolution, Settle, ToolOutcome, ToolRegistry,
     load_tool_modules, outcome_for_resolution, runtime_plugin_stack, tools_in_module,
 )
-from .canonical import digest
+from .canonical import canonical_json
 from .durable_host import PARK, FailTurn, NeedsAttention
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class RunAttemptJournal:
 
     def __init__(self, host: "DurableHost", tools: dict[str, tuple[str, str, Any]]) -> None:
         self.host = host
-        self.tools = tools  # step key -> (qualified tool name, args hash, args)
+        self.tools = tools  # step key -> (qualified tool name, canonical args text, args)
         self.starts: dict[tuple[str, int], float] = {}
         self.final: dict[str, AttemptRecord] = {}
 
@@ -113,8 +113,8 @@ class RunAttemptJournal:
             existing.status, existing.outcome = status, outcome
             existing.updated_at = self.host.engine.clock.now()
             return existing
-        tool, _, args = self.tools[step_key]
-        return self.host.new_step(step_key, "tool", tool, args, status, outcome)
+        tool, text, args = self.tools[step_key]
+        return self.host.new_step(step_key, "tool", tool, args, status, outcome, args_text=text)
 
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
@@ -172,7 +172,7 @@ class ToolRunner:
                                    cancel_external=self.registry.cancel_external)
         self.dispatcher = Dispatcher(self.registry, clock=engine.clock, plugins=self._plugins,
                                      completions=None, secret=secret,
-                                     model_provider=engine.model_provider)
+                                     model_provider=engine.model_provider, project_results=False)
         self.dispatcher.keys = self.book.keys
 
     def bind_resources(self, module: Any, process: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +207,7 @@ class ToolRunner:
         planned: list[DispatchCall] = []
         for effect, payload, record in calls:
             qualified = f"{effect.module}.{effect.operation}"
-            tools[effect.step] = (qualified, digest(payload), payload)
+            tools[effect.step] = (qualified, canonical_json(payload), payload)
             first = 1
             if record is not None:
                 first = self._next_attempt(host, effect, record)

@@ -307,6 +307,8 @@ class SqliteStore(Store):
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append((change, future))
         if not self._flushing:
+            # One writer task drains the queue; it is a task (not this caller) so that a
+            # cancelled caller can never strand the other commits of its group.
             self._flushing = True
             asyncio.get_running_loop().create_task(self._flush())
         await future

@@ -22,7 +22,7 @@ from lashflow.tools.results import ResultKind, ToolResult
 from lashflow.tools.retry import RetryPolicy
 
 __all__ = [
-    "AttemptJournal", "CallEnv", "MemoryJournal", "NullJournal", "RetryPolicy", "Slots", "run_attempts",
+    "AttemptJournal", "CallEnv", "CancelSignal", "MemoryJournal", "NullJournal", "RetryPolicy", "Slots", "run_attempts",
 ]
 
 CANCELLED_MESSAGE = "tool call cancelled"
@@ -113,8 +113,77 @@ async def _first(*aws: asyncio.Future[Any]) -> None:
     await asyncio.wait(aws, return_when=asyncio.FIRST_COMPLETED)
 
 
+class CancelSignal(asyncio.Event):
+    """An ``asyncio.Event`` that also calls back when set.
+
+    Attempts racing a plain Event need a helper task and ``asyncio.wait`` per call; with
+    a callback the hot path is one task for the tool and nothing else until a cancel.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Any] = []
+
+    def on_set(self, callback: Any) -> Any:
+        self._callbacks.append(callback)
+        return callback
+
+    def discard(self, callback: Any) -> None:
+        try:
+            self._callbacks.remove(callback)
+        except ValueError:
+            pass
+
+    def set(self) -> None:
+        if self.is_set():
+            return
+        super().set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, grace: float) -> Any:
+    """The callback form of ``_run_with_grace``: a cancel starts the grace timer."""
+    task = asyncio.ensure_future(coro)
+    expired = False
+
+    async def expire_after_grace() -> None:
+        nonlocal expired
+        await clock.sleep(grace)
+        if not task.done():
+            expired = True
+            task.cancel()
+
+    timers: list[asyncio.Task[None]] = []
+
+    def on_cancel() -> None:
+        timers.append(asyncio.ensure_future(expire_after_grace()))
+
+    if cancel.is_set():
+        on_cancel()
+    else:
+        cancel.on_set(on_cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if expired:
+            task.add_done_callback(_drain)
+            return _GRACE_EXPIRED
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_drain)
+        raise
+    finally:
+        cancel.discard(on_cancel)
+        for timer in timers:
+            timer.cancel()
+
+
 async def _run_with_grace(coro: Any, cancel: asyncio.Event, clock: Clock, grace: float) -> Any:
     """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then abandon it."""
+    if isinstance(cancel, CancelSignal):
+        return await _run_with_grace_signal(coro, cancel, clock, grace)
     task = asyncio.ensure_future(coro)
     helpers: list[asyncio.Future[Any]] = []
     try:

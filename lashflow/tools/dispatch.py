@@ -80,6 +80,7 @@ class Dispatcher:
         model_provider: ModelProvider | None = None,
         max_concurrency: int | None = None,
         cancel_grace: float = 0.05,
+        project_results: bool = True,
     ) -> None:
         if plugins is None:
             plugins = runtime_plugin_stack()
@@ -92,6 +93,7 @@ class Dispatcher:
         self.keys = completions.keys if completions is not None else KeyRing(secret)
         self.model_provider = model_provider
         self.cancel_grace = cancel_grace
+        self.project_results = project_results  # False: callers project when they show
         self._global = asyncio.Semaphore(max_concurrency) if max_concurrency else None
         self._per_tool: dict[tuple[str, str], asyncio.Semaphore] = {}
 
@@ -132,6 +134,9 @@ class Dispatcher:
         if len({call.step_key for call, _ in planned}) != len(planned):
             raise ValueError("two calls of one batch share a step key")
         journal = journal or NullJournal()
+        if len(planned) == 1:  # nothing to overlap: no task, no gather
+            call, entry = planned[0]
+            return [await self._run(entry, call, run_id, journal, cancel, wait_pending)]
         tasks = [
             asyncio.ensure_future(self._run(entry, call, run_id, journal, cancel, wait_pending))
             for call, entry in planned
@@ -171,7 +176,8 @@ class Dispatcher:
                 outcome = outcome_for_resolution(outcome, resolution)
                 await journal.attempt_finished(call.step_key, outcome.attempts, outcome)
         d = entry.definition
-        projected = self.project(outcome, tail=d.output_tail, run_id=run_id, step_key=call.step_key)
+        projected = (self.project(outcome, tail=d.output_tail, run_id=run_id, step_key=call.step_key)
+                     if self.project_results else None)
         return DispatchResult(call.step_key, d.module, d.name, outcome, projected)
 
     def project(self, outcome: ToolOutcome, *, tail: bool = False, run_id: str = "RUN", step_key: str = "STEP") -> str | None:
