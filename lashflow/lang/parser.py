@@ -116,7 +116,7 @@ def _diagnose(source: str, toks: list[Tok], index: int) -> LangError:
     eof = tok.kind == "EOF"
     message = _message(acceptable, top.kind if top else "", eof, found)
     hint = _HINTS.get(found) if message.startswith("unexpected") else None
-    return parse_error(ctx.source, message, tok.start, end=tok.end, hint=hint)
+    return parse_error(ctx.source, message, tok.start_pos, end=tok.end_pos, hint=hint)
 
 
 def _message(acc: set[str], top: str, eof: bool, found: str) -> str:

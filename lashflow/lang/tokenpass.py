@@ -50,6 +50,17 @@ _EXPR_START = frozenset(
     ["null", "true", "false", "NUMBER", "STRING", "IDENT", "(", "[", "{", "await", "-", "!", "not"]
 )
 _CLOSERS = frozenset(["}", ")", "]"])
+_AFTER_TERMS = frozenset(
+    ["BLOCK_LBRACE", "LBRACE", "CALL_LPAR", "LPAR", "INDEX_LSQB", "LSQB", "QMARK_TERN", "LT",
+     "RBRACE", "RPAR", "RSQB", "COLON", "GT", "COMMA", "TRAILING_COMMA", "TUPLE_END", "KEY",
+     "STRING"]
+)
+# Raw kinds whose terminal never depends on context.
+_PLAIN = {
+    "}": "RBRACE", ")": "RPAR", "]": "RSQB", ":": "COLON", ".": "DOT", "==": "EQEQ",
+    "!=": "NE", "<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "+": "PLUS", "*": "STAR",
+    "/": "SLASH", "%": "PERCENT", "|": "PIPE", "||": "OR", "&&": "AND",
+}
 _BINARY = frozenset(
     ["EQEQ", "NE", "LT", "LE", "GT", "GE", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "AND",
      "OR", "NEG", "NOT", "AWAIT", "DOT", "INDEX_LSQB", "QMARK_UNWRAP", "QMARK_TERN"]
@@ -172,7 +183,7 @@ class TokenPass:
     def enter(self, index: int) -> None:
         """The original's nesting guard: entering one more level at token ``index``."""
         if self.depth() >= MAX_NESTING:
-            raise self.err(NESTING_MESSAGE, self.toks[index].start)
+            raise self.err(NESTING_MESSAGE, self.toks[index].start_pos)
 
     def bump_chain(self, index: int, amount: int = 1) -> None:
         if self.openers:
@@ -181,7 +192,7 @@ class TokenPass:
             self.stmt_ops += amount
         self.chain += amount
         if self.chain + len(self.openers) > MAX_CHAIN:
-            raise self.err(NESTING_MESSAGE, self.toks[index].start)
+            raise self.err(NESTING_MESSAGE, self.toks[index].start_pos)
 
     def reset_level(self) -> None:
         if self.openers:
@@ -315,7 +326,6 @@ class TokenPass:
         self.states = pstate.parse_conf.states
         self.stack = pstate.state_stack
         toks = self.toks
-        new_token = Token._future_new
         i = 0
         stop_at = self.stop_at
         while True:
@@ -331,7 +341,8 @@ class TokenPass:
             self.after(i, tok, term)
             self.prev2 = self.last
             self.last = term
-            yield new_token(term, tok.value, tok.start, None, None, None, None, tok.end)
+            tok.type = term
+            yield tok
             pending = self.deferred.pop(i, None)
             if pending is not None:
                 raise pending
@@ -356,9 +367,14 @@ class TokenPass:
         elif self.frame_after >= 0 and i == self.frame_after:
             self.frame_after = -1
             self.begin_expr_frame(i)
-        else:
-            self.pending_enter(i, kind)
+        elif self.openers:
+            top = self.openers[-1]
+            if top.pending and not top.counted:
+                self.pending_enter(i, kind)
 
+        plain = _PLAIN.get(kind)
+        if plain is not None:
+            return plain
         if kind == "IDENT":
             return self.ident(i, tok)
         if kind == "NUMBER":
@@ -469,7 +485,7 @@ class TokenPass:
                     raise self.err(
                         "declarative trigger syntax has been removed; construct a source value "
                         "and call the trigger registry register operation",
-                        tok.start,
+                        tok.start_pos,
                         hint="construct a host-provided trigger source value and call the "
                         "trigger registry register operation",
                     )
@@ -506,19 +522,19 @@ class TokenPass:
             return word
         if word in ("KW_YIELD", "KW_WAKE", "KW_FAIL"):
             if self.process_depth == 0:
-                raise self.err(f"`{name}` can only be used inside a `process` body", tok.start)
+                raise self.err(f"`{name}` can only be used inside a `process` body", tok.start_pos)
             self.pending_stmt = True
             return word
         if word == "KW_FINISH":
             if self.toks[i + 1].kind in ("}", "EOF"):
                 raise self.err(
-                    "`finish` requires a value; use `finish null` to finish with null", tok.start
+                    "`finish` requires a value; use `finish null` to finish with null", tok.start_pos
                 )
             self.pending_stmt = True
             return word
         if word in ("KW_BREAK", "KW_CONTINUE"):
             if self.loop_depth == 0:
-                raise self.err(f"`{name}` can only be used inside a loop", tok.start)
+                raise self.err(f"`{name}` can only be used inside a loop", tok.start_pos)
             return word
         # while
         self.header = "loop"
@@ -529,9 +545,9 @@ class TokenPass:
         toks = self.toks
         if name == "start":
             if nxt == "call":
-                raise self.err("unexpected `start call`", toks[i].start)
+                raise self.err("unexpected `start call`", toks[i].start_pos)
             if nxt == "{" or (nxt == "(" and self.paren_then_brace(i + 1)):
-                raise self.err("unexpected inline `start` process body", toks[i + 1].start)
+                raise self.err("unexpected inline `start` process body", toks[i + 1].start_pos)
             if nxt == "IDENT":
                 return "KW_START"
             return "IDENT"
@@ -540,7 +556,7 @@ class TokenPass:
         if name == "Type" and nxt == "{":
             return "KW_TYPELIT"
         if name == "parallel" and nxt == "{":
-            raise self.err("unexpected `parallel`", toks[i].start)
+            raise self.err("unexpected `parallel`", toks[i].start_pos)
         if nxt == "(" and name in ("wait_signal", "signal_run"):
             self.check_signal_call(i, name)
         return "IDENT"
@@ -566,7 +582,7 @@ class TokenPass:
         if rpar < 0:
             return
         args = self.args_of(i + 1, rpar)
-        at = self.toks[rpar].start
+        at = self.toks[rpar].start_pos
         if name == "wait_signal":
             if len(args) != 1:
                 self.deferred[rpar] = self.err(
@@ -609,7 +625,7 @@ class TokenPass:
             if self.statement_start():
                 self.new_statement()
                 if kind == "print" and self.process_depth > 0:
-                    raise self.err("`print` can't be used inside a `process` body", tok.start)
+                    raise self.err("`print` can't be used inside a `process` body", tok.start_pos)
                 self.pending_stmt = True
             return kind.upper()
         if kind == "else":
@@ -618,11 +634,11 @@ class TokenPass:
             return "ELSE"
         if kind == "submit":
             if self.ok("NULL"):
-                raise self.err("`submit` was removed; use `finish <value>`", tok.start)
+                raise self.err("`submit` was removed; use `finish <value>`", tok.start_pos)
             return "SUBMIT"
         if kind == "call":
             if self.ok("NULL"):
-                raise self.err("unexpected `call`", tok.start)
+                raise self.err("unexpected `call`", tok.start_pos)
             return "CALL"
         term = _SIMPLE[kind]
         if term in ("NULL", "TRUE", "FALSE", "NOT", "AWAIT"):
@@ -639,9 +655,11 @@ class TokenPass:
 
     def after(self, i: int, tok: Tok, term: str) -> None:  # noqa: C901
         """Opener stack, frames and per-statement checks once ``term`` is chosen."""
-        openers = self.openers
         if term in _BINARY:
             self.bump_chain(i)
+        if term not in _AFTER_TERMS:
+            return
+        openers = self.openers
         if term == "BLOCK_LBRACE":
             self.stmt_frame = 0
             self.reset_level()
@@ -697,7 +715,7 @@ class TokenPass:
                 assert top.fields is not None
                 if name in top.fields:
                     raise self.err(
-                        f"expected unique field name, found duplicate field `{name}`", tok.start
+                        f"expected unique field name, found duplicate field `{name}`", tok.start_pos
                     )
                 top.fields.add(name)
         elif term == "STRING" and openers and openers[-1].kind == "LABEL":
@@ -718,7 +736,7 @@ class TokenPass:
         if top.kind == "ENUM" and top.index == i - 1:
             raise self.err(
                 "expected at least one enum string literal, found empty enum",
-                self.toks[top.index - 1].start,
+                self.toks[top.index - 1].start_pos,
             )
         openers.pop()
         self.chain -= top.ops
@@ -747,11 +765,11 @@ class TokenPass:
         seen = self._label_seen(i - 2)
         if name not in ("title", "description"):
             self.deferred[i] = self.err(
-                f"invalid @label annotation: unknown field `{name}`", key.start
+                f"invalid @label annotation: unknown field `{name}`", key.start_pos
             )
         elif name in seen:
             self.deferred[i] = self.err(
-                f"invalid @label annotation: duplicate `{name}` field", key.start
+                f"invalid @label annotation: duplicate `{name}` field", key.start_pos
             )
 
     def _label_seen(self, upto: int) -> set[str]:
@@ -768,7 +786,7 @@ class TokenPass:
     def finish_label(self, opener: Opener, rpar: int) -> None:
         seen = self._label_seen_range(opener.index, rpar)
         if "title" not in seen:
-            at = self.toks[opener.index - 2].start  # the `@`
+            at = self.toks[opener.index - 2].start_pos  # the `@`
             self.deferred[rpar] = self.err("invalid @label annotation: `title` is required", at)
 
     def _label_seen_range(self, lpar: int, rpar: int) -> set[str]:
@@ -792,7 +810,7 @@ class TokenPass:
             raise self.err(
                 "@label can annotate statements or process declarations, but not other "
                 "declarations or another @label",
-                tok.start,
+                tok.start_pos,
             )
 
 

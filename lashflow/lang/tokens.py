@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from lark.lexer import Token
+
 from lashflow.lang.diagnostics import parse_error
 
 # Raw kinds: "IDENT", "NUMBER", "STRING", "EOF", a reserved word, or the punctuation text.
@@ -19,14 +21,21 @@ RESERVED = frozenset(
 # Rust's char::is_whitespace (Unicode White_Space) plus `;`, which is whitespace here.
 _WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000;"
 
+_SKIP = re.compile(rf"(?:[{_WS}]+|(?:#|//)[^\n]*)*")
+# One match = the whitespace and comments before a token, then the token. Plain
+# double-quoted strings without escapes are matched whole; every other string form is
+# finished by hand in _string.
 _SCAN = re.compile(
     rf"""
-      (?P<ws>[{_WS}]+)
-    | (?P<comment>(?:\#|//)[^\n]*)
-    | (?P<str>[rR]?(?:\"\"\"|'''|"|'))
+    (?:[{_WS}]++|(?:\#|//)[^\n]*+)*+
+    (?:
+      (?P<raw>[rR](?:\"\"\"|'''|"|'))
     | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<num>[0-9]+(?:\.[0-9]*)?)
     | (?P<op>==|!=|<=|>=|&&|\|\||[{{}}()\[\],:@?.!=|<>+\-*/%])
+    | (?P<num>[0-9]+(?:\.[0-9]*)?)
+    | (?P<dq>"(?!"")[^"\\]*")
+    | (?P<str>\"\"\"|'''|"|')
+    )
     """,
     re.VERBOSE,
 )
@@ -35,19 +44,23 @@ _ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 _STOPS = {'"': re.compile(r'[\\"]'), "'": re.compile(r"[\\']")}
 
 
-class Tok:
-    """One raw token: ``kind``, ``value`` (decoded text, number, or name), char span."""
+class Tok(Token):
+    """One raw token, which is also the Lark token handed to the parser (one object per
+    token): ``kind`` is the raw kind, ``type`` the grammar terminal the token pass gives it,
+    ``value`` the decoded text / number / name, ``start_pos``/``end_pos`` the char span."""
 
-    __slots__ = ("kind", "value", "start", "end")
+    __slots__ = ("kind",)
 
-    def __init__(self, kind: str, value: object, start: int, end: int) -> None:
-        self.kind = kind
-        self.value = value
-        self.start = start
-        self.end = end
+    def __new__(cls, kind: str, value: object, start: int, end: int) -> "Tok":
+        inst = str.__new__(cls, "" if value is None else value)
+        inst.kind = inst.type = kind
+        inst.value = value
+        inst.start_pos = start
+        inst.end_pos = end
+        return inst
 
     def __repr__(self) -> str:
-        return f"Tok({self.kind!r}, {self.value!r}, {self.start}, {self.end})"
+        return f"Tok({self.kind!r}, {self.value!r}, {self.start_pos}, {self.end_pos})"
 
 
 def tokenize(source: str) -> list[Tok]:
@@ -57,30 +70,33 @@ def tokenize(source: str) -> list[Tok]:
     pos = 0
     n = len(source)
     match = _SCAN.match
-    while pos < n:
+    while True:
         m = match(source, pos)
         if m is None:
+            pos = _SKIP.match(source, pos).end()  # type: ignore[union-attr]
+            if pos >= n:
+                break
             raise parse_error(source, f"unexpected `{source[pos]}`", pos)
         group = m.lastgroup
-        end = m.end()
-        if group == "ws" or group == "comment":
-            pos = end
-            continue
+        start = m.start(group)
+        pos = m.end()
         if group == "ident":
-            text = m.group()
-            append(Tok(text if text in RESERVED else "IDENT", text, pos, end))
+            text = m.group(group)
+            append(Tok(text if text in RESERVED else "IDENT", text, start, pos))
         elif group == "op":
-            text = m.group()
-            append(Tok(text, text, pos, end))
+            text = m.group(group)
+            append(Tok(text, text, start, pos))
         elif group == "num":
-            text = m.group()
-            append(Tok("NUMBER", float(text), pos, end))
+            append(Tok("NUMBER", float(m.group(group)), start, pos))
+        elif group == "dq":
+            append(Tok("STRING", source[start + 1: pos - 1], start, pos))
         else:
-            tok = _string(source, pos, m.group())
+            tok = _string(source, start, m.group(group))
             append(tok)
-            end = tok.end
-        pos = end
+            pos = tok.end_pos
     append(Tok("EOF", None, n, n))
+    for tok in toks[-2:]:  # Lark copies line info from the last token into `$END`
+        tok.line = tok.column = tok.end_line = tok.end_column = None
     return toks
 
 
@@ -114,10 +130,10 @@ def _string(source: str, start: int, opener: str) -> Tok:
         pos = at + 2
 
 
-def _triple(source: str, start: int, body: str | int, delim: str) -> Tok:
+def _triple(source: str, start: int, body: int, delim: str) -> Tok:
     """Non-raw triple-quoted string: escapes apply, ends at the first unescaped delimiter."""
     parts: list[str] = []
-    pos = int(body)
+    pos = body
     n = len(source)
     while pos < n:
         if source.startswith(delim, pos):

@@ -349,3 +349,11 @@ def _nodes(node: object):
     from lashflow.lang.sites import nodes
 
     return list(nodes(node))
+
+
+@pytest.mark.parametrize("source,count", [
+    ("#only a comment", 0), ("x //c", 1), ("x #c\ny", 2), ("a//b\nc", 2), ("  ;;  ", 0),
+    ("xr\"a\"", 2), ("return", 1), ("r1 = 2", 1),
+])
+def test_comments_and_identifiers_tokenize(source: str, count: int) -> None:
+    assert len(parse(source).main) == count
