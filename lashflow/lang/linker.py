@@ -40,7 +40,15 @@ def resource_type_name(module: str) -> str:
 
 def link(module: A.Module, catalog: Catalog | None = None) -> A.Module:
     """Check ``module``; fill module paths and site ids; raise ``LangError`` on a problem."""
-    Linker(module, catalog if catalog is not None else Catalog()).run()
+    try:
+        Linker(module, catalog if catalog is not None else Catalog()).run()
+    except LangError:
+        raise
+    except RecursionError:  # pragma: no cover - the parser bounds tree depth
+        raise link_error(module.source, "program too deeply nested to check") from None
+    except Exception as exc:  # pragma: no cover - a bug here must still be a diagnostic
+        raise link_error(module.source,
+                         f"internal linker error ({type(exc).__name__}: {exc})") from exc
     return assign_sites(module)
 
 

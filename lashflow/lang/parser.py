@@ -68,6 +68,10 @@ def parse(source: str) -> A.Module:
         raise _diagnose(source, toks, ctx.cur) from None
     except RecursionError:  # pragma: no cover - the pass caps nesting before this
         raise parse_error(source, "expression nesting too deep (limit 40); flatten the program", 0)
+    except Exception as exc:  # pragma: no cover - a bug here must still be a diagnostic
+        offset = toks[min(ctx.cur, len(toks) - 1)].start_pos
+        raise parse_error(source, f"internal parser error ({type(exc).__name__}: {exc})",
+                          offset) from exc
     module.source = source
     return module
 
