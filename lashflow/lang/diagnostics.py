@@ -47,8 +47,10 @@ class Diagnostic:
         return cls(code, message, pos.line, pos.column, offset, hint, end)
 
     def render(self, source: str = "", filename: str = "<source>") -> str:
-        """The message, ``--> file:line:col``, the source line with a caret, and the hint."""
-        out = [f"error[{self.code}]: {self.message}"]
+        """The message, ``--> file:line:col``, the source line with a caret, and the hint.
+
+        The CLI puts ``error[code]: `` in front of it."""
+        out = [self.message]
         if self.line is not None and self.column is not None:
             out.append(f"--> {filename}:{self.line}:{self.column}")
             lines = source.split("\n")
