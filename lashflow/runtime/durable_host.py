@@ -37,6 +37,13 @@ class RunCancelled(LashflowError):
     code = "cancelled"
 
 
+class Drained(LashflowError):
+    """The worker is shutting down: stop at this effect boundary, keep the journal, hand
+    the run back to the queue."""
+
+    code = "drained"
+
+
 class FailTurn(LashflowError):
     """A pending completion timed out with ``OnTimeout.FAIL_TURN``: the run fails."""
 
@@ -111,6 +118,8 @@ class DurableHost:
             step=record.step_key, paths=paths)
 
     def _check_cancel(self) -> None:
+        if self.ctx.drain_requested and not self.ctx.cancel_requested:
+            raise Drained("the worker is shutting down")
         if self.ctx.cancel_requested:
             self.cancel_event.set()
             raise RunCancelled("lashlang process was cancelled")
@@ -316,4 +325,5 @@ _HANDLERS: dict[type, Any] = {
 }
 
 PARK = _PARK
-__all__ = ["DurableHost", "ReplayMismatch", "NeedsAttention", "RunCancelled", "FailTurn", "PARK"]
+__all__ = ["DurableHost", "Drained", "ReplayMismatch", "NeedsAttention", "RunCancelled", "FailTurn",
+           "PARK"]

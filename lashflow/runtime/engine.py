@@ -23,7 +23,9 @@ from ..store import Commit, Fenced, RunChange, RunRecord, open_store
 from ..store.leases import new_owner_id
 from . import effects as fx
 from .canonical import canonical_json, digest
-from .durable_host import DurableHost, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
+from .durable_host import (
+    DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled,
+)
 from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
 
 LEASE_TTL = 30.0
@@ -49,6 +51,7 @@ class _RunContext:
     compiled: _Compiled
     cancel_requested: bool = False
     retry_interrupted: bool = False
+    drain_requested: bool = False
     host: Any = None
 
     def request_cancel(self) -> None:
@@ -287,10 +290,16 @@ class Engine:
         return outcomes
 
     def _load_run_tools(self, run: RunRecord) -> None:
+        """Import the tool modules the run was started with, where this machine has them
+        (a worker elsewhere brings its own with ``--tools``)."""
         for module in run.meta.get("tool_modules", []):
-            if module not in self._loaded_modules and (not module.endswith(".py")
-                                                       or os.path.exists(module)):
+            if module in self._loaded_modules or (module.endswith(".py")
+                                                  and not os.path.exists(module)):
+                continue
+            try:
                 self.load_tools(module)
+            except LashflowError:
+                continue  # reported as missing tools when the run is driven
 
     async def _require(self, run_id: str) -> RunRecord:
         run = await self.store.get_run(run_id)
@@ -325,7 +334,14 @@ class Engine:
             if text is None:
                 raise LashflowError(f"run {run_id}: its source is missing from the database",
                                     code="db_error")
-            compiled = self.compile(text)
+            try:
+                compiled = self.compile(text)
+            except LashflowError as exc:
+                # It linked when it was created: what fails now is this worker's tool set.
+                await self.store.set_note(run_id, f"worker {self.owner} cannot run it: {exc.message}")
+                await self._release(run, generation)
+                raise LashflowError(f"run {run_id} needs tools this worker lacks: {exc.message}",
+                                    code="missing_tools") from None
         ctx = _RunContext(run, generation, compiled, cancel_requested=run.cancel_requested,
                           retry_interrupted=retry_interrupted)
         self._active[run_id] = ctx
@@ -406,9 +422,12 @@ class Engine:
                 change = RunChange("failed", error=self._error_json(result.error))
         except fx.Parked as parked:
             waits = [w if isinstance(w, Wait) else Wait(**w) for w in parked.waits]
-            sleeps = [w.until for w in waits if w.kind == "sleep" and w.until is not None]
+            # a timer or a completion deadline makes the run due again on its own
+            due = [w.until for w in waits if w.until is not None]
             change = RunChange("waiting", waiting=[w.to_json() for w in waits],
-                               wake_at=min(sleeps) if sleeps else None)
+                               wake_at=min(due) if due else None)
+        except Drained:
+            change = RunChange("queued")
         except RunCancelled:
             return await self._settle_cancelled(ctx, host)
         except (ReplayMismatch, NeedsAttention) as exc:
@@ -459,6 +478,67 @@ class Engine:
             await self._wake_parent(ctx.run.parent_run_id)
         return self._outcome(ctx.run, prints=host.prints)
 
+    # -- workers ---------------------------------------------------------------------------
+    async def work(self, concurrency: int | None = None, *, stop: asyncio.Event | None = None,
+                   poll: float = 0.5, idle_exit: float | None = None,
+                   retry_skipped: float = 30.0) -> int:
+        """Drive queued, due and orphaned runs until ``stop`` is set; returns runs driven.
+
+        Claims go through the store's lease (SKIP LOCKED on PostgreSQL), so any number of
+        workers can share one database. On ``stop`` no new run is claimed and runs in
+        flight stop at their next effect boundary (attempts in flight finish and are
+        journaled), then go back to the queue with their lease released.
+        ``idle_exit``: return once nothing was claimable for that many seconds (tests).
+        """
+        slots = concurrency or self.concurrency
+        stop = stop or asyncio.Event()
+        inflight: dict[str, asyncio.Task[Any]] = {}
+        skipped: dict[str, float] = {}  # run -> when to try again (missing tools)
+        driven = 0
+        idle_since = time.monotonic()
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                free = slots - len(inflight)
+                if free > 0:
+                    now = self.clock.now()
+                    for run_id in await self.store.claimable(now, limit=free + len(inflight)):
+                        if run_id in inflight or skipped.get(run_id, 0.0) > time.monotonic():
+                            continue
+                        inflight[run_id] = asyncio.ensure_future(self._work_one(run_id, skipped,
+                                                                                retry_skipped))
+                        driven += 1
+                        if len(inflight) >= slots:
+                            break
+                if inflight:
+                    idle_since = time.monotonic()
+                elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
+                    break
+                waiter = asyncio.ensure_future(self.store.wait_for_work(poll))
+                await asyncio.wait([waiter, stopper, *inflight.values()],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                for run_id in [r for r, t in inflight.items() if t.done()]:
+                    inflight.pop(run_id).result()
+        finally:
+            stopper.cancel()
+            for ctx in self._active.values():
+                ctx.drain_requested = True
+            if inflight:
+                await asyncio.gather(*inflight.values(), return_exceptions=True)
+        return driven
+
+    async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float) -> None:
+        try:
+            run = await self._require(run_id)
+            self._load_run_tools(run)
+            await self.drive(run_id)
+        except LashflowError as exc:
+            if exc.code == "missing_tools":
+                skipped[run_id] = time.monotonic() + retry_after
+            elif exc.code not in ("run_busy", "unknown_run"):
+                raise
+
     # -- children --------------------------------------------------------------------------
     @staticmethod
     def child_run_id(parent_run_id: str, step: str) -> str:
@@ -507,6 +587,7 @@ class Engine:
         parent = await self.store.get_run(parent_id)
         if parent is not None and parent.status == "waiting" and parent_id not in self._active:
             if any(w.get("kind") == "child" for w in parent.waiting):
+                await self.store.mark_due(parent_id, self.clock.now())
                 self._wakeups.add(self._spawn(parent_id))
 
     async def _drain_wakeups(self) -> None:
@@ -521,17 +602,25 @@ class Engine:
 
     # -- outside events ----------------------------------------------------------------------
     async def complete(self, key: str, result: Any, *, resume: bool = True) -> RunStatus:
+        """Resolve a completion key (first writer wins) and, with ``resume``, drive the run
+        on here; otherwise (or if another worker holds it) mark it due for the workers."""
         run_id = await self.tool_runner.deliver_completion(key, result)
+        return await self._after_delivery(run_id, resume, lambda run: True)
+
+    async def _after_delivery(self, run_id: str, resume: bool, relevant: Any) -> RunStatus:
         run = await self._require(run_id)
-        if resume and run.status == "waiting" and run_id not in self._active:
+        if run.status != "waiting" or not relevant(run):
+            return RunStatus(run.status)
+        if resume and run_id not in self._active:
             self._load_run_tools(run)
             try:
                 outcome = await self._join(run_id)
                 await self._drain_wakeups()
                 return outcome.status
             except LashflowError as exc:
-                if exc.code != "run_busy":
+                if exc.code not in ("run_busy", "missing_tools"):
                     raise
+        await self.store.mark_due(run_id, self.clock.now())
         return RunStatus((await self._require(run_id)).status)
 
     async def signal(self, run_id: str, name: str, payload: Any = None, *,
@@ -541,17 +630,8 @@ class Engine:
             raise LashflowError(f"run {run_id} is {run.status}; it takes no signals",
                                 code="run_settled")
         await self.store.add_signal(run_id, name, payload)
-        if resume and run.status == "waiting" and run_id not in self._active and any(
-                w.get("kind") == "signal" and w.get("signal") == name for w in run.waiting):
-            self._load_run_tools(run)
-            try:
-                status = (await self._join(run_id)).status
-                await self._drain_wakeups()
-                return status
-            except LashflowError as exc:
-                if exc.code != "run_busy":
-                    raise
-        return RunStatus((await self._require(run_id)).status)
+        return await self._after_delivery(run_id, resume, lambda current: any(
+            w.get("kind") == "signal" and w.get("signal") == name for w in current.waiting))
 
     async def cancel(self, run_id: str) -> RunStatus:
         run = await self._require(run_id)

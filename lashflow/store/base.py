@@ -9,6 +9,7 @@ its lease is fenced (``Fenced``) and writes nothing.
 from __future__ import annotations
 
 import abc
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +163,27 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def orphaned_runs(self, now: float) -> list[str]:
         """Runs marked ``running`` or ``queued`` whose lease has expired or owner died."""
+
+    @abc.abstractmethod
+    async def mark_due(self, run_id: str, at: float) -> None:
+        """A waiting run has something to act on (a completion or signal arrived, a child
+        settled): make it due at ``at`` so a worker picks it up."""
+
+    @abc.abstractmethod
+    async def set_note(self, run_id: str, note: str | None) -> None:
+        """An operator-facing note on the run (e.g. which worker lacks which tools)."""
+
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        """Runs a worker may take now: queued or orphaned, and waiting runs that are due."""
+        found = await self.orphaned_runs(now)
+        for run_id in await self.due_runs(now, limit):
+            if run_id not in found:
+                found.append(run_id)
+        return found[:limit]
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Block until new work may exist (a backend with notifications returns early)."""
+        await asyncio.sleep(timeout)
 
     # -- journal ---------------------------------------------------------------------
     @abc.abstractmethod

@@ -282,6 +282,26 @@ class SqliteStore(Store):
                     if owner is None or expires < now or owner_is_dead(owner)]
         return await self._call(read)
 
+    async def mark_due(self, run_id: str, at: float) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? THEN ? "
+                         "ELSE wake_at END WHERE run_id = ? AND status = 'waiting'",
+                         (at, at, run_id))
+        await self._call(write)
+
+    async def set_note(self, run_id: str, note: str | None) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            meta = _loads(row[0]) or {}
+            if note is None:
+                meta.pop("note", None)
+            else:
+                meta["note"] = note
+            conn.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run_id))
+        await self._call(write)
+
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         def read(conn: sqlite3.Connection) -> tuple[list[StepRecord], list[AttemptRecord]]:
