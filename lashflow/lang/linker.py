@@ -14,7 +14,7 @@ from lashflow.lang import ast as A
 from lashflow.lang import types as T
 from lashflow.lang.catalog import Catalog, Operation
 from lashflow.lang.diagnostics import LangError, link_error
-from lashflow.lang.sites import assign_sites, nodes
+from lashflow.lang.sites import assign_sites
 
 BUILTINS: dict[str, T.SType] = {
     "len": T.INT, "empty": T.BOOL, "keys": T.LIST_ANY, "values": T.LIST_ANY, "trim": T.STR,
@@ -168,12 +168,7 @@ class Linker:
     def entry(self, proc: A.ProcessDecl | None, body: list[A.Stmt], env: Env) -> None:
         self.proc = proc
         self.assigned = set(env)
-        for stmt in body:
-            for node in nodes(stmt):
-                if isinstance(node, A.Assign):
-                    self.assigned.add(node.name)
-                elif isinstance(node, (A.For, A.CompFor)):
-                    self.assigned.add(node.var)
+        _statement_names(body, self.assigned, whole_only=False)
         self.block(body, env)
 
     def block(self, body: list[A.Stmt], env: Env) -> None:
@@ -532,11 +527,33 @@ class Linker:
 
 def _assigned_in(body: list[A.Stmt]) -> set[str]:
     names: set[str] = set()
-    for stmt in body:
-        for node in nodes(stmt):
-            if isinstance(node, A.Assign) and not node.steps:
-                names.add(node.name)
+    _statement_names(body, names, whole_only=True)
     return names
+
+
+def _statement_names(body: list[A.Stmt], out: set[str], whole_only: bool) -> None:
+    """Names that statements in ``body`` (at any block depth) bind: assignment targets
+    (only whole-variable ones if ``whole_only``) and ``for`` variables."""
+    for s in body:
+        if isinstance(s, A.Assign):
+            if not (whole_only and s.steps):
+                out.add(s.name)
+        elif isinstance(s, A.For):
+            if not whole_only:
+                out.add(s.var)
+            _statement_names(s.body.body, out, whole_only)
+        elif isinstance(s, A.While):
+            _statement_names(s.body.body, out, whole_only)
+        elif isinstance(s, A.If):
+            while True:
+                _statement_names(s.then.body, out, whole_only)
+                other = s.otherwise
+                if isinstance(other, A.If):
+                    s = other
+                    continue
+                if isinstance(other, A.Block):
+                    _statement_names(other.body, out, whole_only)
+                break
 
 
 def _merge(target: Env, a: Env, b: Env) -> None:
