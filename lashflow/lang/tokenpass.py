@@ -18,7 +18,11 @@ from lark.lexer import Lexer, Token
 from lark.parsers.lalr_analysis import Shift
 
 from lashflow.lang.diagnostics import LangError, parse_error
-from lashflow.lang.tokens import Tok, render_found
+from lashflow.lang.scans import (
+    KEY_WORDS, args_of, is_assignment, matching, paren_then_brace, skip_brackets,
+    starts_ternary, string_literal,
+)
+from lashflow.lang.tokens import Tok
 
 MAX_NESTING = 40
 # Long operator / postfix chains make a deep tree without any bracket; every later tree
@@ -34,10 +38,6 @@ _SIMPLE = {
     "!": "NOT", "NUMBER": "NUMBER", "in": "IN", "await": "AWAIT", "and": "AND", "or": "OR",
     "not": "NOT", "true": "TRUE", "false": "FALSE", "null": "NULL", "else": "ELSE",
 }
-# Reserved words that are also valid keys (`{ if: 1 }`, `r.print`).
-KEY_WORDS = frozenset(
-    "if else for in await cancel submit print call and or not true false null".split()
-)
 _STMT_WORDS = {
     "let": "KW_LET", "finish": "KW_FINISH", "fail": "KW_FAIL", "yield": "KW_YIELD",
     "wake": "KW_WAKE", "break": "KW_BREAK", "continue": "KW_CONTINUE", "while": "KW_WHILE",
@@ -46,9 +46,6 @@ _TYPE_WORDS = {
     "list": "T_LIST", "enum": "T_ENUM", "Process": "T_PROCESS", "TriggerHandle": "T_TRIGGER",
     "Type": "T_TYPE",
 }
-_EXPR_START = frozenset(
-    ["null", "true", "false", "NUMBER", "STRING", "IDENT", "(", "[", "{", "await", "-", "!", "not"]
-)
 _CLOSERS = frozenset(["}", ")", "]"])
 _AFTER_TERMS = frozenset(
     ["BLOCK_LBRACE", "LBRACE", "CALL_LPAR", "LPAR", "INDEX_LSQB", "LSQB", "QMARK_TERN", "LT",
@@ -202,124 +199,6 @@ class TokenPass:
             self.chain -= self.stmt_ops
             self.stmt_ops = 0
 
-    def is_assignment(self, i: int) -> bool:
-        """2.4 item 1: identifier, then `.key` / balanced `[...]` steps, then a single `=`."""
-        toks = self.toks
-        j = i + 1
-        while True:
-            kind = toks[j].kind
-            if kind == ".":
-                nxt = toks[j + 1].kind
-                if not (nxt == "IDENT" or nxt == "STRING" or nxt in KEY_WORDS):
-                    return False
-                j += 2
-            elif kind == "[":
-                after = self.skip_brackets(j)
-                if after < 0:
-                    return False
-                j = after
-            else:
-                return kind == "="
-
-    def skip_brackets(self, j: int) -> int:
-        parens = braces = 0
-        brackets = 1
-        toks = self.toks
-        for k in range(j + 1, len(toks)):
-            kind = toks[k].kind
-            if kind == "(":
-                parens += 1
-            elif kind == ")":
-                if parens == 0:
-                    return -1
-                parens -= 1
-            elif kind == "[":
-                brackets += 1
-            elif kind == "]":
-                brackets -= 1
-                if brackets == 0 and parens == 0 and braces == 0:
-                    return k + 1
-                if brackets < 0:
-                    return -1
-            elif kind == "{":
-                braces += 1
-            elif kind == "}":
-                if braces == 0:
-                    return -1
-                braces -= 1
-            elif kind == "EOF":
-                return -1
-        return -1
-
-    def starts_ternary(self, i: int) -> bool:
-        """2.4 item 4: is the `?` at ``i`` a ternary question mark?"""
-        toks = self.toks
-        if toks[i + 1].kind not in _EXPR_START:
-            return False
-        parens = brackets = braces = 0
-        for k in range(i + 1, len(toks)):
-            kind = toks[k].kind
-            if parens == 0 and brackets == 0 and braces == 0:
-                if kind == ":":
-                    return True
-                if kind in ("=", ",", ")", "]", "}"):
-                    return False
-            if kind == "EOF":
-                return False
-            if kind == "(":
-                parens += 1
-            elif kind == ")":
-                if parens == 0:
-                    return False
-                parens -= 1
-            elif kind == "[":
-                brackets += 1
-            elif kind == "]":
-                if brackets == 0:
-                    return False
-                brackets -= 1
-            elif kind == "{":
-                braces += 1
-            elif kind == "}":
-                if braces == 0:
-                    return False
-                braces -= 1
-        return False
-
-    def matching(self, i: int) -> int:
-        """Index of the `)` closing the `(` at ``i`` (-1 if none)."""
-        depth = 0
-        toks = self.toks
-        for k in range(i, len(toks)):
-            kind = toks[k].kind
-            if kind in ("(", "[", "{"):
-                depth += 1
-            elif kind in (")", "]", "}"):
-                depth -= 1
-                if depth == 0:
-                    return k if kind == ")" else -1
-            elif kind == "EOF":
-                return -1
-        return -1
-
-    def args_of(self, lpar: int, rpar: int) -> list[list[Tok]]:
-        """The argument token runs of a call, split on top-level commas."""
-        args: list[list[Tok]] = [[]]
-        depth = 0
-        for tok in self.toks[lpar + 1: rpar]:
-            kind = tok.kind
-            if kind in ("(", "[", "{"):
-                depth += 1
-            elif kind in (")", "]", "}"):
-                depth -= 1
-            elif kind == "," and depth == 0:
-                args.append([])
-                continue
-            args[-1].append(tok)
-        if not args[-1]:
-            args.pop()
-        return args
-
     # ------------------------------------------------------------------ the pass
 
     def run(self, pstate: Any) -> Iterator[Token]:
@@ -426,7 +305,7 @@ class TokenPass:
         if kind == "?":
             if self.ok("QMARK_OPT"):
                 return "QMARK_OPT"
-            return "QMARK_TERN" if self.starts_ternary(i) else "QMARK_UNWRAP"
+            return "QMARK_TERN" if starts_ternary(self.toks, i) else "QMARK_UNWRAP"
         if kind == "=":
             return "ASSIGN_EQ" if self.ok("ASSIGN_EQ") else "="
         if kind == "@":
@@ -469,7 +348,7 @@ class TokenPass:
             return "IDENT"
         if self.statement_start():
             self.new_statement()
-            if self.is_assignment(i):
+            if is_assignment(self.toks, i):
                 self.frame_after = self.find_assign_eq(i) + 1
                 return "ASSIGN_NAME"
             word = _STMT_WORDS.get(name)
@@ -496,13 +375,13 @@ class TokenPass:
         if self.ok("KEY"):
             return "KEY"
         if self.last == "KW_LET":
-            self.frame_after = self.find_assign_eq(i) + 1 if self.is_assignment(i) else -1
+            self.frame_after = self.find_assign_eq(i) + 1 if is_assignment(self.toks, i) else -1
             return "ASSIGN_NAME"
         if name == "label" and self.last == "AT":
             return "KW_LABEL"
         if name == "until" and self.last == "KW_SLEEP":
             return "KW_UNTIL"
-        if name == "signals" and self.ok("KW_SIGNALS") and not self.is_assignment(i):
+        if name == "signals" and self.ok("KW_SIGNALS") and not is_assignment(self.toks, i):
             return "KW_SIGNALS"
         return "IDENT"
 
@@ -511,7 +390,7 @@ class TokenPass:
         toks = self.toks
         while toks[j].kind != "=":
             if toks[j].kind == "[":
-                j = self.skip_brackets(j)
+                j = skip_brackets(self.toks, j)
             else:
                 j += 1
         return j
@@ -546,7 +425,7 @@ class TokenPass:
         if name == "start":
             if nxt == "call":
                 raise self.err("unexpected `start call`", toks[i].start_pos)
-            if nxt == "{" or (nxt == "(" and self.paren_then_brace(i + 1)):
+            if nxt == "{" or (nxt == "(" and paren_then_brace(self.toks, i + 1)):
                 raise self.err("unexpected inline `start` process body", toks[i + 1].start_pos)
             if nxt == "IDENT":
                 return "KW_START"
@@ -561,34 +440,19 @@ class TokenPass:
             self.check_signal_call(i, name)
         return "IDENT"
 
-    def paren_then_brace(self, i: int) -> bool:
-        depth = 0
-        toks = self.toks
-        for k in range(i, len(toks)):
-            kind = toks[k].kind
-            if kind == "(":
-                depth += 1
-            elif kind == ")":
-                depth = max(0, depth - 1)
-                if depth == 0:
-                    return toks[k + 1].kind == "{"
-            elif kind == "EOF":
-                return False
-        return False
-
     def check_signal_call(self, i: int, name: str) -> None:
         """2.4 item 8, raised once the call's `)` has been parsed (as the original does)."""
-        rpar = self.matching(i + 1)
+        rpar = matching(self.toks, i + 1)
         if rpar < 0:
             return
-        args = self.args_of(i + 1, rpar)
+        args = args_of(self.toks, i + 1, rpar)
         at = self.toks[rpar].start_pos
         if name == "wait_signal":
             if len(args) != 1:
                 self.deferred[rpar] = self.err(
                     f"expected one signal name argument, found {len(args)} arguments", at
                 )
-            elif not _string_literal(args[0]):
+            elif not string_literal(args[0]):
                 self.deferred[rpar] = self.err(
                     "unexpected non-literal signal name in `wait_signal`", 0
                 )
@@ -599,7 +463,7 @@ class TokenPass:
                     f"found {len(args)} arguments",
                     at,
                 )
-            elif not _string_literal(args[1]):
+            elif not string_literal(args[1]):
                 self.deferred[rpar] = self.err(
                     "unexpected non-literal signal name in `signal_run`", 0
                 )
@@ -805,20 +669,13 @@ class TokenPass:
             if name in ("type", "trigger"):
                 bad = True
             elif name == "process":
-                bad = not (self.ok("KW_PROCESS") and not self.is_assignment(i))
+                bad = not (self.ok("KW_PROCESS") and not is_assignment(self.toks, i))
         if bad:
             raise self.err(
                 "@label can annotate statements or process declarations, but not other "
                 "declarations or another @label",
                 tok.start_pos,
             )
-
-
-def _string_literal(run: list[Tok]) -> bool:
-    """A single string literal, possibly wrapped in grouping parentheses."""
-    while len(run) >= 3 and run[0].kind == "(" and run[-1].kind == ")":
-        run = run[1:-1]
-    return len(run) == 1 and run[0].kind == "STRING"
 
 
 class PassLexer(Lexer):
