@@ -42,6 +42,7 @@ _STMT_WORDS = {
     "let": "KW_LET", "finish": "KW_FINISH", "fail": "KW_FAIL", "yield": "KW_YIELD",
     "wake": "KW_WAKE", "break": "KW_BREAK", "continue": "KW_CONTINUE", "while": "KW_WHILE",
 }
+_SPECIAL_OPERANDS = frozenset(["start", "sleep", "Type", "parallel", "wait_signal", "signal_run"])
 _TYPE_WORDS = {
     "list": "T_LIST", "enum": "T_ENUM", "Process": "T_PROCESS", "TriggerHandle": "T_TRIGGER",
     "Type": "T_TYPE",
@@ -339,9 +340,20 @@ class TokenPass:
     # ------------------------------------------------------------------ words
 
     def ident(self, i: int, tok: Tok) -> str:
-        name = str(tok.value)
-        toks = self.toks
-        nxt = toks[i + 1].kind
+        name = tok.value
+        nxt = self.toks[i + 1].kind
+        row = self.states[self.stack[-1]]
+        # Fast paths for the two common cases, decided by the current row alone: a key
+        # (after `.` or in a record) and a plain operand where no statement can start.
+        action = row.get("KEY")
+        if action is not None and action[0] is Shift:
+            return "KEY"
+        action = row.get("NULL")
+        if (action is not None and action[0] is Shift and "KW_BREAK" not in row
+                and "T_LIST" not in row):
+            if name in _SPECIAL_OPERANDS:
+                return self.operand_ident(i, name, nxt)
+            return "IDENT"
         if self.ok("T_LIST"):  # type position
             if name in _TYPE_WORDS and nxt != ".":
                 return _TYPE_WORDS[name]
