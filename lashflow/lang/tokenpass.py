@@ -95,7 +95,9 @@ class Opener:
 
 
 # (parser stack, terminal) -> accepted; the tables never change within a process.
-_ACCEPTS_CACHE: dict[tuple[tuple[Any, ...], str], bool] = {}
+# One cache per parse table (keyed by its id), so parsers built from other grammars
+# (benchmarks, tests) never share answers.
+_ACCEPTS_CACHES: dict[int, dict[tuple[tuple[Any, ...], str], bool]] = {}
 
 
 def accepts(states: dict, stack: list, term: str) -> bool:
@@ -139,6 +141,7 @@ class TokenPass:
         self.pre_stack: list[Any] = []
         self.pre_top: Opener | None = None
         self.states: dict = {}
+        self.cache: dict[tuple[tuple[Any, ...], str], bool] = {}
         self.stack: list[Any] = []
         self.last = ""  # terminal of the previous token
         self.prev2 = ""  # terminal before that
@@ -165,11 +168,12 @@ class TokenPass:
         if action[0] is Shift:
             return True
         key = (tuple(self.stack), term)
-        known = _ACCEPTS_CACHE.get(key)
+        cache = self.cache
+        known = cache.get(key)
         if known is None:
-            if len(_ACCEPTS_CACHE) > 50_000:
-                _ACCEPTS_CACHE.clear()
-            known = _ACCEPTS_CACHE[key] = accepts(self.states, self.stack, term)
+            if len(cache) > 50_000:
+                cache.clear()
+            known = cache[key] = accepts(self.states, self.stack, term)
         return known
 
     def err(self, message: str, offset: int, hint: str | None = None) -> LangError:
@@ -205,6 +209,7 @@ class TokenPass:
     def run(self, pstate: Any) -> Iterator[Token]:
         self.states = pstate.parse_conf.states
         self.stack = pstate.state_stack
+        self.cache = _ACCEPTS_CACHES.setdefault(id(self.states), {})
         toks = self.toks
         i = 0
         stop_at = self.stop_at
