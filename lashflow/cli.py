@@ -1,287 +1,176 @@
-"""``lashflow`` command line: typer + rich over the public Python API, no logic of its own.
+"""``lashflow`` command line: typer over the public ``Engine`` API, no logic of its own.
 
-Every user mistake ends as one line ``error[code]: message`` on stderr (plus a caret
-excerpt for source errors) and exit code 2; ``--json`` prints exactly one JSON object.
+Each command parses its arguments, calls the engine and hands the answer to
+``cli_render`` (rich on a terminal, plain lines otherwise, one JSON object with
+``--json``). Every user mistake ends as one line ``error[code]: message`` on stderr (plus
+a caret excerpt for source errors) and exit code 2; see ``cli_support``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
+import signal as signals
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional, TypeVar
+from typing import Any, Optional
 
 import typer
 
-from .errors import InputInvalid, LashflowError, UsageError
+from . import __version__
+from .cli_drive import LiveStatus, settle
+from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
+                         run_info, step_json)
+from .cli_support import (EXIT_BY_STATUS, RUN_STATUSES, LashflowGroup, dumps, engine, fail,
+                          parse_json_option, read_source, run_async, source_or_none, stderr,
+                          stdout)
+from .errors import LashflowError, UsageError
 
-T = TypeVar("T")
+app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="lashflow: durable workflows written in Lashlang.\n\n"
+                       "Exit codes of run/resume: 0 finished, 1 failed, 2 rejected (nothing ran: "
+                       "bad file, input, key, database...), 3 waiting, 4 cancelled, "
+                       "5 needs attention. Add --json to any command for one JSON object.")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="lashflow: durable workflows written in Lashlang.")
-
-EXIT_BY_STATUS = {"finished": 0, "failed": 1, "waiting": 3, "cancelled": 4, "needs_attention": 5,
-                  "queued": 0, "running": 0}
-
-DbOption = typer.Option(None, "--db", envvar="LASHFLOW_DB",
-                        help="sqlite:///file.db, a plain path, or postgresql://user@host:port/db")
-JsonOption = typer.Option(False, "--json", help="Print exactly one JSON object.")
-ToolsOption = typer.Option([], "--tools", help="Tool module name or .py path (repeatable).")
-
-
-# --------------------------------------------------------------------------- plumbing
-
-
-def _stdout(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _stderr(text: str) -> None:
-    sys.stderr.write(text + "\n")
-
-
-def _error_json(exc: LashflowError) -> dict[str, Any]:
-    data: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    diagnostic = getattr(exc, "diagnostic", None)
-    if diagnostic is not None:
-        data["line"], data["column"] = diagnostic.line, diagnostic.column
-    for key in ("kind", "line", "column"):
-        if key in exc.details and exc.details[key] is not None:
-            data[key] = exc.details[key]
-    if "winner" in exc.details and exc.details["winner"] is not None:
-        data["winner"] = exc.details["winner"]
-    return data
+DB_HELP = ("Database: sqlite:///file.db, a plain file path, or postgresql://user@host:port/db. "
+           "Default: $LASHFLOW_DB, else .lashflow/lashflow.db here.")
+DbOption = typer.Option(None, "--db", envvar="LASHFLOW_DB", show_envvar=True, help=DB_HELP)
+JsonOption = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
+ToolsOption = typer.Option([], "--tools", "-t",
+                           help="Tool module name or .py path to load (repeatable); the .py "
+                                "beside the .lash file is always loaded.")
+MaxWaitOption = typer.Option(30.0, "--max-wait", metavar="SECONDS",
+                             help="Keep driving through sleeps that end within this many seconds.")
+FollowOption = typer.Option(False, "--follow", "-f",
+                            help="Keep driving through every wait until it is resolved from "
+                                 "elsewhere (signal, complete, another worker).")
 
 
-def _reject(exc: LashflowError, as_json: bool, source: str | None = None,
-            filename: str | None = None) -> "typer.Exit":
-    """Report a refused command (nothing ran) and return the exit to raise."""
-    if as_json:
-        _stdout(json.dumps({"run_id": exc.details.get("run_id"), "status": "rejected",
-                            "error": _error_json(exc)}))
+def _version(value: bool) -> None:
+    if value:
+        stdout(f"lashflow {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """lashflow: durable workflows written in Lashlang."""
+
+
+def _finish(display: Display, outcome: Any, started: float | None = None) -> int:
+    """Report a run outcome; the exit code follows its status (SPEC 6)."""
+    if display.as_json:
+        stdout(dumps(outcome.to_json()))
     else:
-        diagnostic = getattr(exc, "diagnostic", None)
-        if diagnostic is not None and source is not None:
-            _stderr(f"error[{exc.code}]: " + diagnostic.render(source, filename or "<input>"))
-        else:
-            _stderr(f"error[{exc.code}]: {exc.message}")
-    return typer.Exit(2)
+        render_outcome(display, outcome, None if started is None else time.monotonic() - started)
+    return EXIT_BY_STATUS.get(outcome.status.value, 0)
 
 
-def _run_async(factory: Callable[[], Awaitable[T]], as_json: bool,
-               source: str | None = None, filename: str | None = None) -> T:
-    try:
-        return asyncio.run(factory())  # type: ignore[arg-type]
-    except LashflowError as exc:
-        raise _reject(exc, as_json, source, filename) from None
-    except KeyboardInterrupt:
-        _stderr("interrupted: the journal keeps every committed step; `lashflow recover` continues")
-        raise typer.Exit(130) from None
-
-
-def _parse_json_option(text: str | None, option: str) -> Any:
-    if text is None:
-        return None
-    if text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputInvalid(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputInvalid(f"{option} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                           f"column {exc.colno}") from None
-
-
-def _engine(db: str | None, tools: list[str] | None = None, **options: Any) -> Any:
-    from .runtime.engine import Engine
-
-    return Engine(db=db, modules=tools or (), **options)
-
-
-def _print_outcome(outcome: Any, as_json: bool) -> int:
-    from .tools import project_output
-
-    data = outcome.to_json()
-    if as_json:
-        _stdout(json.dumps(data, ensure_ascii=False))
-        return EXIT_BY_STATUS.get(data["status"], 0)
-    for text in outcome.prints:
-        _stdout(text)
-    status = data["status"]
-    _stderr(f"run {outcome.run_id} {status}")
-    if status == "finished":
-        _stdout(project_output(outcome.result) if not isinstance(outcome.result, str)
-                else json.dumps(outcome.result, ensure_ascii=False))
-    if outcome.error is not None:
-        where = f" at line {outcome.error.line}, column {outcome.error.column}" \
-            if outcome.error.line else ""
-        kind = f" {outcome.error.kind}" if outcome.error.kind else ""
-        _stderr(f"error[{outcome.error.code}]{kind}: {outcome.error.message}{where}")
-    for wait in outcome.waiting:
-        what = {"completion": f"completion key for {wait.tool}",
-                "sleep": f"timer until {_when(wait.until)}",
-                "signal": f"signal `{wait.signal}`",
-                "child": f"child run {wait.child_run_id}"}.get(wait.kind, wait.kind)
-        _stderr(f"  waiting on {what} (step {wait.step})")
-        _stderr(f"    {wait.resolve}")
-    return EXIT_BY_STATUS.get(status, 0)
-
-
-def _when(moment: float | None) -> str:
-    if moment is None:
-        return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
-
-
-async def _settle(engine: Any, outcome: Any, max_wait: float, follow: bool) -> Any:
-    """Keep driving through short sleeps (and, with --follow, through any wait)."""
-    while outcome.status.value == "waiting":
-        sleeps = [w.until for w in outcome.waiting if w.kind == "sleep" and w.until is not None]
-        others = [w for w in outcome.waiting if w.kind != "sleep"]
-        now = engine.clock.now()
-        if sleeps and not others and min(sleeps) - now <= max_wait:
-            await asyncio.sleep(max(0.0, min(sleeps) - now))
-            outcome = await engine.resume(outcome.run_id)
-            continue
-        if not follow:
-            return outcome
-        await asyncio.sleep(0.2)
-        record = await engine.get_record(outcome.run_id)
-        if record.status != "waiting" or _wait_ready(engine, record):
-            outcome = await engine.resume(outcome.run_id)
-        else:
-            outcome = await engine.get(outcome.run_id)
-    return outcome
-
-
-def _wait_ready(engine: Any, record: Any) -> bool:
-    now = engine.clock.now()
-    return record.wake_at is not None and record.wake_at <= now
-
-
-def _read_for_errors(file: Path) -> str | None:
-    try:
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-# --------------------------------------------------------------------------- commands
+# --------------------------------------------------------------------------- running
 
 
 @app.command()
 def run(
-    file: Path = typer.Argument(..., help="The .lash file to run."),
-    process: Optional[str] = typer.Option(None, "--process", "-p", help="Process to run."),
-    input: Optional[str] = typer.Option(None, "--input", "-i", help="Input JSON, or @file.json."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Idempotent run id."),
+    file: Path = typer.Argument(..., help="The .lash file to run.", show_default=False),
+    process: Optional[str] = typer.Option(None, "--process", "-p",
+                                          help="The process to run (needed when the file has "
+                                               "several and no main block)."),
+    input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
+                                        help="The run's input: a JSON object of the process "
+                                             "parameters, inline or @file.json."),
+    run_id: Optional[str] = typer.Option(None, "--run-id",
+                                         help="Idempotent run id: the same id, file and input "
+                                              "give back the same run."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
-    detach: bool = typer.Option(False, "--detach", help="Store the run as queued; do not drive it."),
-    max_wait: float = typer.Option(30.0, "--max-wait", help="Drive through sleeps ending within this many seconds."),
-    follow: bool = typer.Option(False, "--follow", help="Keep waiting until every wait is resolved."),
+    detach: bool = typer.Option(False, "--detach",
+                                help="Store the run as queued and return (as `submit`)."),
+    max_wait: float = MaxWaitOption,
+    follow: bool = FollowOption,
 ) -> None:
-    """Start a run and drive it until it settles or parks."""
-    source = _read_for_errors(file)
+    """Start a run and drive it until it settles or parks.
+
+    Exit 0 finished, 1 failed, 2 rejected, 3 waiting (each wait is listed with the
+    command that resolves it), 4 cancelled, 5 needs attention.
+    """
+    display = Display(as_json)
+    text = source_or_none(file)
+    started = time.monotonic()
 
     async def go() -> int:
-        data = _parse_json_option(input, "--input")
-        async with _engine(db, tools) as engine:
+        data = parse_json_option(input, "--input")
+        async with engine(db, tools) as eng:
             if detach:
-                record = await engine.create(file, process, data, run_id)
-                return _print_outcome(await engine.get(record.run_id), as_json)
-            outcome = await engine.run(file, process, data, run_id)
-            outcome = await _settle(engine, outcome, max_wait, follow)
-            return _print_outcome(outcome, as_json)
+                record = await eng.create(file, process, data, run_id)
+                return _finish(display, await eng.get(record.run_id))
+            with LiveStatus.for_command(as_json, f"run {file.name}") as live:
+                eng.listeners.append(live.on_event)
+                outcome = await eng.run(file, process, data, run_id)
+                outcome = await settle(eng, outcome, max_wait, follow, live)
+            return _finish(display, outcome, started)
 
-    raise typer.Exit(_run_async(go, as_json, source, str(file)))
+    raise typer.Exit(run_async(go, as_json, text, str(file), run_id))
 
 
 @app.command()
 def submit(
-    file: Path = typer.Argument(...),
-    process: Optional[str] = typer.Option(None, "--process", "-p"),
-    input: Optional[str] = typer.Option(None, "--input", "-i"),
-    run_id: Optional[str] = typer.Option(None, "--run-id"),
+    file: Path = typer.Argument(..., help="The .lash file to run.", show_default=False),
+    process: Optional[str] = typer.Option(None, "--process", "-p", help="The process to run."),
+    input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
+                                        help="Input JSON object, inline or @file.json."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Idempotent run id."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Enqueue a run without driving it (a worker or `lashflow recover` picks it up)."""
-    source = _read_for_errors(file)
+    """Enqueue a run without driving it: `lashflow worker` or `lashflow recover` picks it
+    up. The input is checked now (exit 2 if it does not fit)."""
+    display = Display(as_json)
+    text = source_or_none(file)
 
     async def go() -> int:
-        data = _parse_json_option(input, "--input")
-        async with _engine(db, tools) as engine:
-            record = await engine.create(file, process, data, run_id)
-            return _print_outcome(await engine.get(record.run_id), as_json)
+        data = parse_json_option(input, "--input")
+        async with engine(db, tools) as eng:
+            record = await eng.create(file, process, data, run_id)
+            return _finish(display, await eng.get(record.run_id))
 
-    raise typer.Exit(_run_async(go, as_json, source, str(file)))
-
-
-@app.command()
-def check(
-    file: Path = typer.Argument(..., help="The .lash file to check."),
-    tools: list[str] = ToolsOption,
-    as_json: bool = JsonOption,
-) -> None:
-    """Parse and link a file against the tools it would run with; run nothing."""
-    from .lang import check as check_source
-    from .tools import ToolRegistry  # noqa: F401  (registry through the engine's runner)
-
-    source = _read_for_errors(file)
-    if source is None:
-        raise _reject(UsageError(f"no such file: {file}", code="file_not_found"), as_json)
-
-    async def catalog() -> Any:
-        async with _engine(":memory:", tools) as engine:
-            beside = file.with_suffix(".py")
-            if beside.exists():
-                engine.load_tools(str(beside))
-            return engine.tool_runner.catalog()
-
-    cat = _run_async(catalog, as_json)
-    diagnostics = check_source(source, cat)
-    if as_json:
-        _stdout(json.dumps({"ok": not diagnostics, "diagnostics": [
-            {"code": d.code, "message": d.message, "line": d.line, "column": d.column,
-             "hint": d.hint} for d in diagnostics]}))
-    else:
-        for d in diagnostics:
-            _stderr(f"error[{d.code}]: " + d.render(source, str(file)))
-        if not diagnostics:
-            _stderr(f"{file}: ok")
-    raise typer.Exit(2 if diagnostics else 0)
+    raise typer.Exit(run_async(go, as_json, text, str(file), run_id))
 
 
 @app.command()
 def resume(
-    run_id: str = typer.Argument(...),
-    source: Optional[Path] = typer.Option(None, "--source", help="Continue under edited code."),
+    run_id: str = typer.Argument(..., help="The run to continue.", show_default=False),
+    source: Optional[Path] = typer.Option(None, "--source",
+                                          help="Continue under this edited .lash file; recorded "
+                                               "steps must still match (else replay_mismatch)."),
     retry_interrupted: bool = typer.Option(False, "--retry-interrupted",
-                                           help="Run an interrupted non-idempotent attempt again."),
+                                           help="Run an interrupted non-idempotent attempt again "
+                                                "(the run is in needs_attention)."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
-    max_wait: float = typer.Option(30.0, "--max-wait"),
-    follow: bool = typer.Option(False, "--follow"),
+    max_wait: float = MaxWaitOption,
+    follow: bool = FollowOption,
 ) -> None:
-    """Continue one run from its journal."""
-    text = _read_for_errors(source) if source else None
+    """Continue one run from its journal: recorded steps replay, the first unrecorded one
+    runs. A settled run is shown unchanged. Exit codes as `run`."""
+    display = Display(as_json)
+    text = source_or_none(source)
+    started = time.monotonic()
 
     async def go() -> int:
-        async with _engine(db, tools) as engine:
-            outcome = await engine.resume(run_id, source, retry_interrupted=retry_interrupted)
-            outcome = await _settle(engine, outcome, max_wait, follow)
-            return _print_outcome(outcome, as_json)
+        if source is not None:
+            read_source(source)
+        async with engine(db, tools) as eng:
+            with LiveStatus.for_command(as_json, f"resume {run_id}") as live:
+                eng.listeners.append(live.on_event)
+                outcome = await eng.resume(run_id, source, retry_interrupted=retry_interrupted)
+                outcome = await settle(eng, outcome, max_wait, follow, live)
+            return _finish(display, outcome, started)
 
-    raise typer.Exit(_run_async(go, as_json, text, str(source) if source else None))
+    raise typer.Exit(run_async(go, as_json, text, str(source) if source else None, run_id))
 
 
 @app.command()
@@ -290,148 +179,382 @@ def recover(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Continue every run whose worker is gone (and every due timer)."""
+    """Continue every run whose worker is gone (and every run whose timer is due).
+
+    Exit 0; each run's status is in the output (JSON: {"recovered": [outcome, ...]}).
+    """
+    display = Display(as_json)
 
     async def go() -> int:
-        async with _engine(db, tools) as engine:
-            outcomes = await engine.recover()
+        async with engine(db, tools) as eng:
+            with LiveStatus.for_command(as_json, "recover") as live:
+                eng.listeners.append(live.on_event)
+                outcomes = await eng.recover()
         if as_json:
-            _stdout(json.dumps({"recovered": [o.to_json() for o in outcomes]}))
-        else:
-            for o in outcomes:
-                _stderr(f"run {o.run_id} {o.status.value}")
-            _stderr(f"recovered {len(outcomes)} run(s)")
+            stdout(dumps({"recovered": [o.to_json() for o in outcomes]}))
+            return 0
+        for outcome in outcomes:
+            render_outcome(display, outcome)
+        display.line(f"recovered {len(outcomes)} run(s)")
         return 0
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json))
+
+
+@app.command()
+def worker(
+    concurrency: int = typer.Option(64, "--concurrency", "-c", min=1,
+                                    help="Runs driven at once (a parked run does not count)."),
+    poll: float = typer.Option(1.0, "--poll", metavar="SECONDS", min=0.01,
+                               help="Seconds between looks for queued, orphaned and due runs."),
+    once: bool = typer.Option(False, "--once",
+                              help="Drive what is ready now, then exit (for cron and tests)."),
+    tools: list[str] = ToolsOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Run queued runs (from `submit`), orphaned runs and due timers until stopped
+    (Ctrl-C or SIGTERM: the runs in flight are finished first)."""
+    display = Display(as_json)
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signals.SIGINT, signals.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # not the main thread (test runners)
+                pass
+        done: list[Any] = []
+        async with engine(db, tools, concurrency=concurrency) as eng:
+            if not as_json and not once:
+                stderr(f"worker {eng.owner}: polling every {poll:g} s, {concurrency} runs at once")
+            while True:
+                outcomes = await eng.recover()
+                done.extend(outcomes)
+                if not as_json:
+                    for outcome in outcomes:
+                        render_outcome(display, outcome)
+                if once or stop.is_set():
+                    break
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=poll)
+                    break
+                except asyncio.TimeoutError:
+                    pass
+        if as_json:
+            stdout(dumps({"recovered": [o.to_json() for o in done]}))
+        return 0
+
+    raise typer.Exit(run_async(go, as_json))
+
+
+# --------------------------------------------------------------------------- checking
+
+
+@app.command()
+def check(
+    file: Path = typer.Argument(..., help="The .lash file to check.", show_default=False),
+    tools: list[str] = ToolsOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Parse and link a file against the tools it would run with; run nothing.
+
+    Exit 0 if it is fine, 2 with the diagnostic (and a caret under the place) if not.
+    """
+    from .lang import check as check_source
+
+    text = source_or_none(file)
+
+    async def catalog() -> Any:
+        read_source(file)
+        async with engine(":memory:", tools) as eng:
+            beside = file.with_suffix(".py")
+            if beside.exists():
+                eng.load_tools(str(beside))
+            return eng.tool_runner.catalog()
+
+    cat = run_async(catalog, as_json)
+    assert text is not None
+    diagnostics = check_source(text, cat)
+    if diagnostics:
+        first = diagnostics[0]
+        if as_json:
+            stdout(dumps({"run_id": None, "status": "rejected", "ok": False,
+                          "error": first.to_dict(),
+                          "diagnostics": [d.to_dict() for d in diagnostics]}))
+        else:
+            for d in diagnostics:
+                stderr(d.render(text, str(file)))
+        raise typer.Exit(2)
+    from .lang import parse
+
+    module = parse(text)
+    processes = [{"name": p.name, "params": [q.name for q in p.params]} for p in module.processes]
+    if as_json:
+        stdout(dumps({"run_id": None, "status": "ok", "ok": True, "file": str(file),
+                      "main": bool(module.main), "processes": processes, "diagnostics": []}))
+    else:
+        entry = ["main block"] if module.main else []
+        entry += [f"process {p['name']}({', '.join(p['params'])})" for p in processes]
+        stdout(f"{file}: ok ({'; '.join(entry) or 'empty'})")
+    raise typer.Exit(0)
+
+
+@app.command()
+def graph(
+    file: Path = typer.Argument(..., help="The .lash file to draw.", show_default=False),
+    format: str = typer.Option("mermaid", "--format", help="mermaid or dot."),
+    run: Optional[str] = typer.Option(None, "--run",
+                                      help="Colour the steps by this run's journal (and its "
+                                           "child runs')."),
+    process: Optional[str] = typer.Option(None, "--process", "-p",
+                                          help="Only this process (default: every process and "
+                                               "the main block)."),
+    db: Optional[str] = DbOption,
+) -> None:
+    """The process as a graph (Mermaid or Graphviz DOT): its steps (tool calls, starts,
+    sleeps, signals, awaits), branches, loops and batches, titled by @label."""
+    from .graph import GraphError, build_graph, render
+
+    if format not in ("mermaid", "dot"):
+        fail("usage_error", f"--format must be mermaid or dot, not {format!r}", False)
+    text = source_or_none(file)
+
+    async def go() -> int:
+        source = read_source(file)
+        states: dict[str, list[str]] = {}
+        if run is not None:
+            async with engine(db) as eng:
+                states = await _site_states(eng, run)
+        try:
+            drawing = build_graph(source, process=process)
+        except GraphError as exc:
+            raise UsageError(str(exc)) from None
+        stdout(render(drawing, format, states if run is not None else None))
+        return 0
+
+    raise typer.Exit(run_async(go, False, text, str(file)))
+
+
+async def _site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
+    """Step states of a run and its descendants, keyed by the site part of the step key."""
+    from .cli_render import step_state
+
+    await eng.get_record(run_id)  # unknown_run if it does not exist
+    family = {run_id}
+    records = {}
+    for outcome in await eng.list():
+        records[outcome.run_id] = await eng.get_record(outcome.run_id)
+    grew = True
+    while grew:
+        grew = False
+        for rid, record in records.items():
+            if rid not in family and record.parent_run_id in family:
+                family.add(rid)
+                grew = True
+    states: dict[str, list[str]] = {}
+    for rid in sorted(family):
+        for step in await eng.steps(rid):
+            site = step.step_key.split(":", 1)[0]
+            states.setdefault(site, []).append(step_state(step))
+    return states
+
+
+# --------------------------------------------------------------------------- outside events
 
 
 @app.command()
 def complete(
-    key: str = typer.Argument(..., help="The completion key (lfk_...)."),
-    result: Optional[str] = typer.Option(None, "--result", help="The tool's result as JSON."),
-    error: Optional[str] = typer.Option(None, "--error", help="Resolve as an error with this message."),
-    resume_run: bool = typer.Option(False, "--resume", help="Drive the run on after delivery."),
+    key: str = typer.Argument(..., help="The completion key (lfk_...), as printed by `run` "
+                                        "or `waiting`.", show_default=False),
+    result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
+                                         help="The tool's result, as JSON."),
+    error: Optional[str] = typer.Option(None, "--error", metavar="MESSAGE",
+                                        help="Resolve as a tool error with this message "
+                                             "(the process sees {ok: false, error})."),
+    resume_run: bool = typer.Option(False, "--resume",
+                                    help="Drive the run on after delivery (exit codes then as "
+                                         "`run`)."),
+    max_wait: float = MaxWaitOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Resolve a completion key: first writer wins."""
+    """Resolve a completion key: the first writer wins (a later one gets
+    completion_already_resolved, a forged or unknown key unknown_completion_key)."""
     from .tools import ToolResult
+
+    display = Display(as_json)
+    started = time.monotonic()
 
     async def go() -> int:
         if (result is None) == (error is None):
             raise UsageError("give exactly one of --result JSON or --error MESSAGE")
         value = ToolResult.err(error) if error is not None else ToolResult.ok(
-            _parse_json_option(result, "--result"))
-        async with _engine(db) as engine:
-            status = await engine.complete(key, value, resume=resume_run)
-            if resume_run:
-                run_id = engine.tool_runner.last_delivered_run
-                return _print_outcome(await engine.get(run_id), as_json)
-        if as_json:
-            _stdout(json.dumps({"status": status.value, "delivered": True}))
-        else:
-            _stderr(f"delivered; run is {status.value}")
-        return 0
+            parse_json_option(result, "--result"))
+        async with engine(db) as eng:
+            with LiveStatus.for_command(as_json or not resume_run, "complete") as live:
+                eng.listeners.append(live.on_event)
+                status = await eng.complete(key, value, resume=resume_run)
+                run_id = getattr(eng.tool_runner, "last_delivered_run", None)
+                if run_id is None:
+                    return _delivered(display, None, status.value)
+                outcome = await eng.get(run_id)
+                if not resume_run:
+                    return _delivered(display, run_id, outcome.status.value)
+                outcome = await settle(eng, outcome, max_wait, False, live)
+            return _finish(display, outcome, started)
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json))
+
+
+def _delivered(display: Display, run_id: str | None, status: str) -> int:
+    if display.as_json:
+        stdout(dumps({"run_id": run_id, "status": status, "delivered": True}))
+    else:
+        hint = f"; continue it with `lashflow resume {run_id}`" if status == "waiting" else ""
+        display.line(f"delivered; run {run_id} is {status}{hint}")
+    return 0
 
 
 @app.command()
 def signal(
-    run_id: str = typer.Argument(...),
-    name: str = typer.Argument(...),
-    payload: Optional[str] = typer.Option(None, "--payload", help="Signal payload as JSON."),
+    run_id: str = typer.Argument(..., help="The run to signal.", show_default=False),
+    name: str = typer.Argument(..., help="The signal name (as in wait_signal(\"name\")).",
+                               show_default=False),
+    payload: Optional[str] = typer.Option(None, "--payload", metavar="JSON|@FILE",
+                                          help="The signal's payload, as JSON (default null)."),
+    max_wait: float = MaxWaitOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Deliver a signal to a run (and drive it on if it was waiting for it)."""
+    """Deliver a signal; a run waiting for it is driven on at once. Signals are kept in
+    order: the n-th wait_signal("name") gets the n-th signal of that name. Exit 0."""
+    display = Display(as_json)
 
     async def go() -> int:
-        data = _parse_json_option(payload, "--payload")
-        async with _engine(db) as engine:
-            status = await engine.signal(run_id, name, data)
+        data = parse_json_option(payload, "--payload")
+        async with engine(db) as eng:
+            with LiveStatus.for_command(as_json, f"signal {name}") as live:
+                eng.listeners.append(live.on_event)
+                await eng.signal(run_id, name, data)
+                outcome = await settle(eng, await eng.get(run_id), max_wait, False, live)
         if as_json:
-            _stdout(json.dumps({"run_id": run_id, "status": status.value}))
+            stdout(dumps(outcome.to_json()))
         else:
-            _stderr(f"signal {name} delivered; run {run_id} is {status.value}")
+            display.line(f"signal {name} delivered")
+            render_outcome(display, outcome)
         return 0
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json, run_id=run_id))
 
 
 @app.command()
 def cancel(
-    run_id: str = typer.Argument(...),
+    run_id: str = typer.Argument(..., help="The run to cancel.", show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Cancel a run: at once if parked, at its next effect if running."""
+    """Cancel a run: at once if parked or queued, at its next effect if a worker is
+    driving it (in-flight attempts are cancelled). Pending tool calls follow their
+    on_cancel. Exit 0."""
+    display = Display(as_json)
 
     async def go() -> int:
-        async with _engine(db) as engine:
-            status = await engine.cancel(run_id)
+        async with engine(db) as eng:
+            status = await eng.cancel(run_id)
+            outcome = await eng.get(run_id)
         if as_json:
-            _stdout(json.dumps({"run_id": run_id, "status": status.value}))
+            data = outcome.to_json()
+            data["status"] = status.value if outcome.status.value != "cancelled" else "cancelled"
+            stdout(dumps(data))
+        elif outcome.status.value == "cancelled":
+            render_outcome(display, outcome)
         else:
-            _stderr(f"run {run_id} {status.value}")
+            display.line(f"cancel requested: run {run_id} is {status.value}; it stops at its "
+                         "next effect")
         return 0
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json, run_id=run_id))
+
+
+# --------------------------------------------------------------------------- inspecting
 
 
 @app.command("list")
 def list_runs(
-    status: Optional[str] = typer.Option(None, "--status", help="Only runs with this status."),
+    status: Optional[str] = typer.Option(None, "--status", "-s",
+                                         help="Only runs with this status: "
+                                              + ", ".join(RUN_STATUSES) + "."),
+    process: Optional[str] = typer.Option(None, "--process", "-p",
+                                          help="Only runs of this process."),
+    limit: int = typer.Option(50, "--limit", "-n", min=0,
+                              help="Show the newest N runs (0: all)."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """List runs."""
+    """List runs, oldest first (the newest --limit of them)."""
+    display = Display(as_json)
+    if status is not None and status not in RUN_STATUSES:
+        fail("usage_error", f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}",
+             as_json)
 
     async def go() -> int:
-        async with _engine(db) as engine:
-            outcomes = await engine.list(status)
+        async with engine(db) as eng:
+            outcomes = await eng.list(status)
+            if process is None and limit:
+                outcomes = outcomes[-limit:]
+            rows = []
+            for outcome in outcomes:
+                record = await eng.get_record(outcome.run_id)
+                if process is not None and record.process != process:
+                    continue
+                rows.append((outcome, record))
+            if limit:
+                rows = rows[-limit:]
         if as_json:
-            _stdout(json.dumps({"runs": [o.to_json() for o in outcomes]}))
-        else:
-            for o in outcomes:
-                _stdout(f"{o.run_id}  {o.status.value}")
+            stdout(dumps({"runs": [dict(o.to_json(), process=r.process, created_at=r.created_at,
+                                        updated_at=r.updated_at, parent_run_id=r.parent_run_id)
+                                   for o, r in rows]}))
+            return 0
+        if not rows:
+            display.line("no runs" + (f" with status {status}" if status else ""))
+            return 0
+        render_runs(display, [{"run_id": o.run_id, "status": o.status.value,
+                               "process": r.process, "created_at": r.created_at,
+                               "parent_run_id": r.parent_run_id, "info": run_info(o)}
+                              for o, r in rows])
         return 0
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json))
 
 
 @app.command()
 def show(
-    run_id: str = typer.Argument(...),
+    run_id: str = typer.Argument(..., help="The run to show.", show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """A run's status and its journal, step by step."""
+    """A run's status and its journal as a timeline: each step's tool, attempts,
+    duration, start offset and outcome preview (through the output budget)."""
+    display = Display(as_json)
 
     async def go() -> int:
-        async with _engine(db) as engine:
-            outcome = await engine.get(run_id)
-            steps = await engine.steps(run_id)
+        async with engine(db) as eng:
+            outcome = await eng.get(run_id)
+            record = await eng.get_record(run_id)
+            steps = await eng.steps(run_id)
         if as_json:
             data = outcome.to_json()
-            data["steps"] = [{"step": s.step_key, "kind": s.kind, "tool": s.tool,
-                              "status": s.status, "attempts": len(s.attempts),
-                              "preview": s.projected} for s in steps]
-            _stdout(json.dumps(data, ensure_ascii=False))
-            return 0
-        _stdout(f"run {outcome.run_id}: {outcome.status.value}")
-        for s in steps:
-            preview = (s.projected or "").replace("\n", " ")
-            if len(preview) > 80:
-                preview = preview[:77] + "..."
-            _stdout(f"  {s.step_key:<28} {s.kind:<11} {s.tool or '':<24} {s.status:<8} "
-                    f"attempts={len(s.attempts)} {preview}")
-        if outcome.error is not None:
-            _stdout(f"  error[{outcome.error.code}]: {outcome.error.message}")
+            data.update(process=record.process, parent_run_id=record.parent_run_id,
+                        created_at=record.created_at, updated_at=record.updated_at,
+                        steps=[step_json(s) for s in steps])
+            stdout(dumps(data))
+        else:
+            render_show(display, outcome, record, steps)
         return 0
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json, run_id=run_id))
 
 
 @app.command()
@@ -439,48 +562,65 @@ def waiting(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """What every parked run waits on, with the command that would resolve it."""
+    """What every parked run waits on, with the exact command that would resolve it."""
+    display = Display(as_json)
 
     async def go() -> int:
-        async with _engine(db) as engine:
-            waits = await engine.waiting()
+        async with engine(db) as eng:
+            waits = await eng.waiting()
+            now = eng.clock.now()
         if as_json:
-            _stdout(json.dumps({"waiting": [dict(w.to_json(), run_id=r) for r, w in waits]}))
+            stdout(dumps({"waiting": [dict(w.to_json(), run_id=r) for r, w in waits]}))
         else:
-            for run_id, w in waits:
-                _stdout(f"{run_id}  {w.kind:<10} {w.step}  {w.resolve}")
+            render_waiting(display, waits, now)
         return 0
 
-    raise typer.Exit(_run_async(go, as_json))
+    raise typer.Exit(run_async(go, as_json))
 
 
 @app.command()
 def output(
-    run_id: str = typer.Argument(...),
-    step: str = typer.Argument(...),
+    run_id: str = typer.Argument(..., help="The run.", show_default=False),
+    step: str = typer.Argument(..., help="The step key, as `show` lists it.", show_default=False),
     db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
-    """The full, unbudgeted output of one step."""
+    """The full, unbudgeted output of one step (a failed tool step: its message and the
+    journaled traceback)."""
+    import json
 
     async def go() -> int:
-        async with _engine(db) as engine:
-            for s in await engine.steps(run_id):
-                if s.step_key == step:
-                    value = s.outcome
-                    if isinstance(value, dict) and "wrapper" in value:
-                        value = value["wrapper"]
-                    if isinstance(value, dict) and value.get("ok") is True:
-                        value = value.get("value")
-                    _stdout(value if isinstance(value, str) else json.dumps(value, indent=2,
-                                                                            ensure_ascii=False))
+        async with engine(db) as eng:
+            steps = await eng.steps(run_id)
+        for s in steps:
+            if s.step_key != step:
+                continue
+            value = s.outcome
+            if s.kind == "tool" and isinstance(value, dict):
+                if value.get("status") == "ok":
+                    value = value.get("value")
+                elif not as_json:
+                    stdout(str(value.get("message") or value.get("value") or value.get("status")))
+                    if value.get("traceback"):
+                        stdout(str(value["traceback"]).rstrip())
                     return 0
-        raise LashflowError(f"run {run_id} has no step {step}", code="unknown_step")
+            if as_json:
+                stdout(dumps({"run_id": run_id, "step": s.step_key, "kind": s.kind,
+                              "tool": s.tool, "status": s.status, "outcome": value}))
+            else:
+                stdout(value if isinstance(value, str)
+                       else json.dumps(value, indent=2, ensure_ascii=False))
+            return 0
+        known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
+        raise LashflowError(f"run {run_id} has no step {step!r}"
+                            + (f" (its steps: {known})" if steps else " (it has no steps yet)"),
+                            code="unknown_step")
 
-    raise typer.Exit(_run_async(go, False))
+    raise typer.Exit(run_async(go, as_json, run_id=run_id))
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (``lashflow`` and ``python -m lashflow``)."""
     app()
 
 

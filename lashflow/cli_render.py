@@ -1,0 +1,376 @@
+"""How the CLI shows outcomes, runs, timelines and waits: rich on a terminal, plain lines
+otherwise (pipes, files, CI logs), and JSON-ready dicts for ``--json``.
+
+Nothing here talks to the engine; commands fetch, this module only formats. Rich is
+imported only when a terminal is present, so scripted use stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .cli_support import dumps, stderr, stdout
+
+STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "magenta", "waiting": "yellow",
+                "running": "cyan", "queued": "blue", "needs_attention": "bold red",
+                "rejected": "red"}
+STATUS_MARK = {"finished": "✔", "failed": "✘", "cancelled": "⊘", "waiting": "⏸", "running": "▶",
+               "queued": "…", "needs_attention": "⚠"}
+STATE_STYLE = {"ok": "green", "done": "green", "err": "red", "failed": "red", "exhausted": "red",
+               "cancelled": "magenta", "pending": "yellow", "waiting": "yellow",
+               "started": "cyan", "interrupted": "bold red"}
+PREVIEW_WIDTH = 72
+
+
+def is_terminal(stream: Any) -> bool:
+    """A real terminal (or ``TTY_COMPATIBLE=1``, rich's own override, used by tests)."""
+    forced = os.environ.get("TTY_COMPATIBLE", "")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+@dataclass
+class Display:
+    """Where and how a command writes: ``json`` wins, then rich on a terminal, else plain."""
+
+    as_json: bool = False
+    rich: bool = field(init=False)
+    _console: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rich = not self.as_json and is_terminal(sys.stdout)
+
+    @property
+    def console(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+        return self._console
+
+    def line(self, text: str, style: str | None = None) -> None:
+        """One line on stdout, never wrapped (so commands can be copied whole)."""
+        if self.rich:
+            from rich.text import Text
+
+            self.console.print(Text(text, style=style or ""), soft_wrap=True)
+        else:
+            stdout(text)
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def when(moment: float | None) -> str:
+    if moment is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+
+
+def seconds(value: float | None) -> str:
+    """``0.8 ms`` / ``12 ms`` / ``1.24 s`` / ``3m 05s`` / ``2h 01m``."""
+    if value is None:
+        return "-"
+    if value < 0.001:
+        return f"{value * 1000:.1f} ms"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 60:
+        return f"{value:.2f} s"
+    if value < 3600:
+        return f"{int(value // 60)}m {int(value % 60):02d}s"
+    return f"{int(value // 3600)}h {int(value % 3600 // 60):02d}m"
+
+
+def one_line(text: str, width: int = PREVIEW_WIDTH) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def preview(value: Any, width: int = PREVIEW_WIDTH) -> str:
+    """A table cell's view of a value: through the output budget, then to one line."""
+    if value is None:
+        return ""
+    from .tools import ToolOutputBudgetConfig, project_output
+
+    text = value if isinstance(value, str) else project_output(
+        value, ToolOutputBudgetConfig(limit=width * 4, max_lines=4), hint="")
+    return one_line(text, width)
+
+
+def wait_what(wait: Any) -> str:
+    """What a wait is, in words (the ``Wait`` objects of ``RunOutcome.waiting``)."""
+    child = f" in child run {wait.child_run_id}" if wait.child_run_id and wait.kind != "child" else ""
+    if wait.kind == "completion":
+        until = f", deadline {when(wait.until)}" if wait.until else ""
+        return f"completion key for {wait.tool}{until}{child}"
+    if wait.kind == "sleep":
+        return f"timer until {when(wait.until)}{child}"
+    if wait.kind == "signal":
+        return f"signal `{wait.signal}`{child}"
+    if wait.kind == "child":
+        return f"child run {wait.child_run_id}"
+    return wait.kind + child
+
+
+def result_text(result: Any) -> str:
+    """A finished run's result on one line of JSON, through the output budget."""
+    from .tools import project_output
+
+    if isinstance(result, str):
+        return dumps(result)
+    return project_output(result)
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def render_outcome(display: Display, outcome: Any, elapsed: float | None = None) -> None:
+    """A run after ``run``/``resume``/``complete --resume``/``signal``: prints, status,
+    result or error, and what it waits on with the command that resolves each wait."""
+    status = outcome.status.value
+    for text in outcome.prints:
+        display.line(text)
+    took = f" in {seconds(elapsed)}" if elapsed is not None else ""
+    if display.rich:
+        from rich.text import Text
+
+        head = Text()
+        head.append(f"{STATUS_MARK.get(status, '')} {status}", style=STATUS_STYLE.get(status, ""))
+        head.append(f"  run {outcome.run_id}{took}", style="dim")
+        display.console.print(head)
+    else:
+        stdout(f"run {outcome.run_id} {status}")
+    if status == "finished":
+        if display.rich and outcome.result is not None and not isinstance(outcome.result, str):
+            _print_json(display, outcome.result)
+        else:
+            display.line(result_text(outcome.result))
+    if outcome.error is not None:
+        stderr(run_error_text(outcome.error))
+    render_waits(display, outcome.waiting)
+
+
+def run_error_text(error: Any) -> str:
+    where = f" (line {error.line}, column {error.column})" if error.line else ""
+    kind = f" {error.kind}" if error.kind else ""
+    return f"error[{error.code}]{kind}: {error.message}{where}"
+
+
+def render_waits(display: Display, waits: Iterable[Any], indent: str = "  ") -> None:
+    for wait in waits:
+        display.line(f"{indent}waiting on {wait_what(wait)} (step {wait.step})",
+                     style="yellow" if display.rich else None)
+        display.line(f"{indent}  {wait.resolve}", style="bold" if display.rich else None)
+
+
+def _print_json(display: Display, value: Any) -> None:
+    from rich.json import JSON
+
+    from .tools import project_output
+
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > 16 * 1024:  # too big to pretty-print: the budgeted preview instead
+        display.line(project_output(value))
+        return
+    display.console.print(JSON(text))
+
+
+# --------------------------------------------------------------------------- show
+
+
+def step_state(step: Any) -> str:
+    """One word for a journal entry: the tool outcome when done, else the step status."""
+    if step.kind == "tool" and isinstance(step.outcome, dict) and step.status == "done":
+        return str(step.outcome.get("status", "done"))
+    return step.status
+
+
+def step_target(step: Any) -> str:
+    if step.kind == "tool":
+        return step.tool or ""
+    if step.kind == "wait_signal":
+        return f"signal {step.tool}" if step.tool else "signal"
+    if step.kind == "start":
+        return f"start {step.tool}" if step.tool else "start"
+    if step.kind == "await" and isinstance(step.outcome, dict):
+        return "await child"
+    return step.tool or ""
+
+
+def step_timing(step: Any) -> tuple[float | None, float | None]:
+    """(first start, last finish) over the step's attempts; None when unknown."""
+    starts = [a.started_at for a in step.attempts if a.started_at is not None]
+    ends = [a.finished_at for a in step.attempts if a.finished_at is not None]
+    if not starts and isinstance(step.outcome, dict):
+        started, finished = step.outcome.get("started_at"), step.outcome.get("finished_at")
+        return (started if isinstance(started, (int, float)) else None,
+                finished if isinstance(finished, (int, float)) else None)
+    return (min(starts) if starts else None), (max(ends) if ends else None)
+
+
+def step_preview_value(step: Any) -> Any:
+    """What a step produced, for the preview: tool values, failure messages, payloads."""
+    outcome = step.outcome
+    if step.kind == "tool" and isinstance(outcome, dict):
+        if outcome.get("status") == "ok":
+            return outcome.get("value")
+        return outcome.get("message") or outcome.get("value") or outcome.get("status")
+    if step.projected is not None:
+        return step.projected
+    return outcome
+
+
+def step_json(step: Any) -> dict[str, Any]:
+    """One entry of ``show --json``'s ``steps`` (``attempts`` stays a count)."""
+    started, finished = step_timing(step)
+    return {
+        "step": step.step_key, "kind": step.kind, "tool": step.tool, "status": step.status,
+        "state": step_state(step), "attempts": len(step.attempts),
+        "started_at": started, "finished_at": finished,
+        "duration": (finished - started) if started is not None and finished is not None else None,
+        "preview": step.projected,
+        "attempt_log": [{"attempt": a.attempt, "status": a.status, "code": a.code,
+                         "message": a.message, "started_at": a.started_at,
+                         "finished_at": a.finished_at} for a in step.attempts],
+    }
+
+
+def render_show(display: Display, outcome: Any, record: Any, steps: list[Any]) -> None:
+    """``lashflow show``: a header, the journal as a timeline, then result/error/waits."""
+    status = outcome.status.value
+    rows = []
+    for i, step in enumerate(steps, 1):
+        started, finished = step_timing(step)
+        offset = None if started is None else started - record.created_at
+        duration = None if started is None or finished is None else finished - started
+        attempts = "" if not step.attempts else str(len(step.attempts))
+        rows.append((str(i), step.step_key, step.kind, step_target(step), step_state(step),
+                     attempts, seconds(duration) if duration is not None else "",
+                     f"+{seconds(offset)}" if offset is not None else "",
+                     preview(step_preview_value(step))))
+    if display.rich:
+        _show_rich(display, outcome, record, rows)
+    else:
+        stdout(f"run {outcome.run_id}: {status}")
+        stdout(f"  process {record.process or '(main block)'}   file {record.meta.get('file') or '-'}")
+        stdout(f"  created {when(record.created_at)}   updated {when(record.updated_at)}"
+               + (f"   parent {record.parent_run_id}" if record.parent_run_id else ""))
+        for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
+            stdout(f"  {n:>3} {key:<24} {kind:<11} {target:<24} {state:<9} "
+                   f"{('x' + attempts) if attempts else '':<4} {duration:>9} {offset:>10}  {text}")
+    for text in outcome.prints:
+        display.line(f"print: {text}")
+    if status == "finished":
+        display.line("result: " + result_text(outcome.result))
+    if outcome.error is not None:
+        display.line(run_error_text(outcome.error), style="red" if display.rich else None)
+    render_waits(display, outcome.waiting)
+    if steps:
+        display.line(f"full output of a step: lashflow output {outcome.run_id} STEP",
+                     style="dim" if display.rich else None)
+
+
+def _show_rich(display: Display, outcome: Any, record: Any, rows: list[tuple[str, ...]]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    status = outcome.status.value
+    head = Text()
+    head.append(f"{STATUS_MARK.get(status, '')} {status}", style=STATUS_STYLE.get(status, ""))
+    head.append(f"  run {outcome.run_id}", style="bold")
+    head.append(f"  process {record.process or '(main block)'}", style="dim")
+    if record.parent_run_id:
+        head.append(f"  parent {record.parent_run_id}", style="dim")
+    display.console.print(head)
+    display.console.print(Text(f"file {record.meta.get('file') or '-'}   created "
+                               f"{when(record.created_at)}   updated {when(record.updated_at)}",
+                               style="dim"))
+    table = Table(show_edge=False, header_style="bold", pad_edge=False)
+    for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
+                          ("state", "left"), ("tries", "right"), ("took", "right"),
+                          ("at", "right"), ("outcome", "left")):
+        table.add_column(name, justify=justify,  # type: ignore[arg-type]
+                         overflow="ellipsis" if name == "outcome" else "fold",
+                         no_wrap=name in ("outcome", "step"), style="dim" if name == "#" else None)
+    for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
+        table.add_row(n, key, kind, target, Text(state, style=STATE_STYLE.get(state, "")), attempts,
+                      duration, offset, text)
+    display.console.print(table)
+
+
+# --------------------------------------------------------------------------- list / waiting
+
+
+def render_runs(display: Display, rows: list[dict[str, Any]]) -> None:
+    """``lashflow list``: one row per run (rows carry run_id, status, process, created,
+    parent and a short ``info``: result, error or waits)."""
+    if display.rich:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for name in ("run", "status", "process", "created", "parent", "info"):
+            table.add_column(name, no_wrap=name in ("run", "info"), overflow="ellipsis")
+        for row in rows:
+            table.add_row(row["run_id"], Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
+                          row["process"] or "(main)", when(row["created_at"]),
+                          row["parent_run_id"] or "", row["info"])
+        display.console.print(table)
+        display.console.print(Text(f"{len(rows)} run(s)", style="dim"))
+        return
+    for row in rows:
+        stdout(f"{row['run_id']}  {row['status']:<15} {row['process'] or '(main)':<16} "
+               f"{when(row['created_at'])}  {row['info']}")
+
+
+def run_info(outcome: Any) -> str:
+    if outcome.status.value == "finished":
+        return preview(outcome.result, 48)
+    if outcome.error is not None:
+        return one_line(f"error[{outcome.error.code}]: {outcome.error.message}", 60)
+    if outcome.waiting:
+        return one_line("; ".join(wait_what(w) for w in outcome.waiting), 60)
+    return ""
+
+
+def render_waiting(display: Display, waits: list[tuple[str, Any]], now: float) -> None:
+    """``lashflow waiting``: a table of what each parked run waits on, then the exact
+    command that resolves each wait, numbered, each on one unbroken line."""
+    if not waits:
+        display.line("no run is waiting")
+        return
+    if display.rich:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_edge=False, header_style="bold", pad_edge=False)
+        for name in ("#", "run", "waits on", "step", "due"):
+            table.add_column(name, overflow="fold")
+        for i, (run_id, wait) in enumerate(waits, 1):
+            table.add_row(str(i), run_id, Text(wait_what(wait), style="yellow"), wait.step,
+                          _due(wait, now))
+        display.console.print(table)
+        display.console.print(Text("resolve with:", style="bold"))
+        for i, (_, wait) in enumerate(waits, 1):
+            display.line(f"  #{i}  {wait.resolve}")
+        return
+    for run_id, wait in waits:
+        stdout(f"{run_id}  {wait.kind:<10} {wait.step:<24} {wait_what(wait)}")
+        stdout(f"    {wait.resolve}")
+
+
+def _due(wait: Any, now: float) -> str:
+    if wait.until is None:
+        return ""
+    left = wait.until - now
+    return f"in {seconds(left)}" if left > 0 else "due now"

@@ -1,0 +1,212 @@
+"""Plumbing shared by the ``lashflow`` commands: exits, one-line errors, option parsing.
+
+The CLI's contract (SPEC 6) lives here so every command keeps it the same way: exit codes
+by run status, ``error[code]: message`` on stderr (never a traceback), and with ``--json``
+exactly one JSON object on stdout, errors included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable, NoReturn, Sequence, TypeVar
+
+import typer
+from typer.core import TyperGroup
+
+from .errors import InputInvalid, LashflowError, UsageError
+
+T = TypeVar("T")
+
+EXIT_BY_STATUS = {"finished": 0, "failed": 1, "waiting": 3, "cancelled": 4, "needs_attention": 5,
+                  "queued": 0, "running": 0}
+EXIT_REJECTED = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in lashflow, not a mistake of the user
+EXIT_INTERRUPTED = 130
+RUN_STATUSES = ("queued", "running", "waiting", "finished", "failed", "cancelled",
+                "needs_attention")
+
+
+def stdout(text: str = "") -> None:
+    """Write one line to the *current* stdout (test runners swap it per invocation)."""
+    sys.stdout.write(text + "\n")
+
+
+def stderr(text: str = "") -> None:
+    sys.stderr.write(text + "\n")
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def error_json(exc: LashflowError) -> dict[str, Any]:
+    """The ``error`` object of SPEC 6: code, message and, when known, kind/line/column."""
+    data: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    diagnostic = getattr(exc, "diagnostic", None)
+    if diagnostic is not None and diagnostic.line is not None:
+        data["line"], data["column"] = diagnostic.line, diagnostic.column
+    for key in ("kind", "line", "column", "path"):
+        if exc.details.get(key) is not None:
+            data[key] = exc.details[key]
+    winner = exc.details.get("winner", getattr(exc, "winner", None))
+    if winner is not None:
+        data["winner"] = winner.to_json() if hasattr(winner, "to_json") else winner
+    hint = getattr(exc, "hint", None) or exc.details.get("hint")
+    if hint:
+        data["hint"] = hint
+    return data
+
+
+def error_text(exc: LashflowError, source: str | None = None, filename: str | None = None) -> str:
+    """``error[code]: message``, plus the caret excerpt when the error has a source place."""
+    diagnostic = getattr(exc, "diagnostic", None)
+    if diagnostic is not None and source is not None:
+        return diagnostic.render(source, filename or "<input>")  # starts with error[code]
+    text = f"error[{exc.code}]: {' '.join(exc.message.splitlines())}"
+    hint = exc.details.get("hint")
+    return f"{text} ({hint})" if hint else text
+
+
+def reject(exc: LashflowError, as_json: bool, source: str | None = None,
+           filename: str | None = None, run_id: str | None = None) -> "typer.Exit":
+    """Report a refused command (nothing ran) and return the exit to raise."""
+    if as_json:
+        stdout(dumps({"run_id": exc.details.get("run_id", run_id), "status": "rejected",
+                      "error": error_json(exc)}))
+    else:
+        stderr(error_text(exc, source, filename))
+    return typer.Exit(EXIT_REJECTED)
+
+
+def fail(code: str, message: str, as_json: bool, **details: Any) -> NoReturn:
+    """Refuse at once with a CLI-level error (bad arguments the engine never sees)."""
+    raise reject(LashflowError(message, code=code, **details), as_json)
+
+
+def run_async(factory: Callable[[], Awaitable[T]], as_json: bool, source: str | None = None,
+              filename: str | None = None, run_id: str | None = None) -> T:
+    """Run one command's coroutine; every failure becomes a one-line error and an exit."""
+    try:
+        return asyncio.run(factory())  # type: ignore[arg-type]
+    except LashflowError as exc:
+        raise reject(exc, as_json, source, filename, run_id) from None
+    except KeyboardInterrupt:
+        stderr("interrupted: every committed step is kept in the journal; "
+               "`lashflow resume RUN` or `lashflow recover` continues")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # a bug: still one line, the traceback only on request
+        if os.environ.get("LASHFLOW_DEBUG"):
+            raise
+        internal = LashflowError(f"{type(exc).__name__}: {exc} (set LASHFLOW_DEBUG=1 for the "
+                                 "traceback)", code="internal_error")
+        reject(internal, as_json, run_id=run_id)
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+# --------------------------------------------------------------------------- options
+
+
+def parse_json_option(text: str | None, option: str) -> Any:
+    """``--input``/``--result``/``--payload``: inline JSON or ``@file.json``."""
+    if text is None:
+        return None
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"{option} @{path}: no such file", code="file_not_found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{option} @{path}: cannot read it: {exc}",
+                             code="file_not_found") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputInvalid(f"{option} is not valid JSON: {exc.msg} at line {exc.lineno} "
+                           f"column {exc.colno}", path="$") from None
+
+
+def read_source(file: Path) -> str:
+    """A ``.lash`` file's text, or a one-line ``file_not_found``/``usage_error``."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {file}", code="file_not_found") from None
+    except IsADirectoryError:
+        raise UsageError(f"{file} is a directory, not a .lash file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{file} is not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+def source_or_none(file: Path | None) -> str | None:
+    """The text for caret excerpts, if the file is readable (errors are reported later)."""
+    if file is None:
+        return None
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> Any:
+    """An ``Engine`` over the public API (imported late: ``--help`` stays fast)."""
+    from .runtime.engine import Engine
+
+    return Engine(db=db, modules=list(tools), **options)
+
+
+# --------------------------------------------------------------------------- usage errors
+
+
+class LashflowGroup(TyperGroup):
+    """Click/typer usage errors (unknown option, missing argument ...) become the same
+    one-line ``error[usage_error]: ...`` as every other mistake, exit 2; never a box."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(args=argv, prog_name=prog_name or "lashflow",
+                                complete_var=complete_var, standalone_mode=False, **extra)
+        except Exception as exc:
+            code = self._usage(exc, argv)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+    @staticmethod
+    def _usage(exc: Exception, argv: list[str]) -> int:
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            if os.environ.get("LASHFLOW_DEBUG"):
+                raise exc
+            stderr(f"error[internal_error]: {type(exc).__name__}: {exc} "
+                   "(set LASHFLOW_DEBUG=1 for the traceback)")
+            return EXIT_INTERNAL
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            stdout(ctx.get_help())
+            return 0
+        message = exc.format_message()
+        hint = None
+        if ctx is not None and ctx.command_path:
+            hint = f"see `{ctx.command_path.replace(ctx.find_root().info_name or '', 'lashflow', 1)} --help`"
+        if "--db" in argv and ctx is not None and ctx.parent is None and "No such option" in message:
+            hint = "--db goes after the command: `lashflow list --db URL`"
+        error = UsageError(message, hint=hint)
+        if "--json" in argv:
+            stdout(dumps({"run_id": None, "status": "rejected", "error": error_json(error)}))
+        else:
+            stderr(error_text(error))
+        return EXIT_REJECTED if exc.exit_code in (1, 2) else int(exc.exit_code)
