@@ -9,7 +9,6 @@ re-driven later by replay.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LashflowError

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import time
 import uuid
@@ -18,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import InputInvalid, LashflowError, LimitExceeded, RunConflict, UnknownRun, UsageError
+from ..errors import LashflowError, LimitExceeded, RunConflict, UnknownRun, UsageError
 from ..store import Commit, Fenced, RunChange, RunRecord, open_store
 from ..store.leases import new_owner_id
 from . import effects as fx
-from .canonical import canonical_json, digest
+from .canonical import digest
 from .durable_host import (
     DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled,
 )
@@ -30,11 +29,6 @@ from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, Step
 
 LEASE_TTL = 30.0
 CANCEL_POLL = 0.5  # seconds between checks for cancels requested by other processes
-
-
-@dataclass(slots=True)
-class EngineLimits:
-    max_effects: int = 100_000
 
 
 @dataclass(slots=True)
@@ -99,8 +93,9 @@ class Engine:
         self.model_provider = model_provider
         self.clock = clock or _SystemClock()
         self.concurrency = concurrency
-        self.limits = limits or EngineLimits()
-        self.vm_limits: Any = None
+        from .limits import Limits
+
+        self.limits: Limits = limits or Limits()  # SPEC 8: every run of this engine
         self.lease_ttl = lease_ttl
         self.owner = new_owner_id()
         self.store = open_store(db)
@@ -389,7 +384,7 @@ class Engine:
 
     async def _execute(self, ctx: _RunContext) -> RunOutcome:
         from .errors import LashRuntimeError
-        from .values import to_json
+        from .values import from_json, to_json
         from .vm import execute
 
         run = ctx.run
@@ -402,20 +397,13 @@ class Engine:
             await self.store.commit(Commit(run.run_id, ctx.generation,
                                            run=RunChange("running", waiting=[])))
         compiled = ctx.compiled
-        args = run.input
+        args = {k: from_json(v) for k, v in run.input.items()}
         if run.process is not None:
-            from .values import from_json
-
-            args = {k: from_json(v) for k, v in run.input.items()}
             args = self.tool_runner.bind_resources(compiled.module, run.process, args)
-        else:
-            from .values import from_json
-
-            args = {k: from_json(v) for k, v in run.input.items()}
         change: RunChange
         try:
             result = await execute(compiled.program, host, process=run.process, args=args,
-                                   limits=self.vm_limits)
+                                   limits=self.limits)
             if result.status == "finished":
                 change = RunChange("finished", result=to_json(result.value))
             else:
@@ -707,4 +695,4 @@ class Engine:
         return out
 
 
-__all__ = ["Engine", "RunHandle", "EngineLimits", "source_digest", "canonical_json", "json"]
+__all__ = ["Engine", "RunHandle", "source_digest"]

@@ -398,3 +398,18 @@ async def test_a_200_kib_print_is_budgeted_in_history_but_journaled_whole(db_url
         steps = await engine.steps(outcome.run_id)
         assert len(steps[0].outcome["text"]) == 204800  # the journal keeps it whole
         assert (await engine.get(outcome.run_id)).prints == outcome.prints
+
+
+async def test_limits_end_the_run_with_limit_exceeded(db_url: str) -> None:
+    from lashflow.runtime.limits import Limits
+
+    limits = Limits(max_steps=50_000, max_effects=5)
+    async with Engine(db=db_url, tools=TOOLS, limits=limits) as engine:
+        spin = await engine.run("while true { }")
+        assert spin.status is RunStatus.FAILED and spin.error.code == "limit_exceeded"
+        many = await engine.run("i = 0\nwhile i < 10 { i = await tools.add({ a: i, b: 1 })? }")
+        assert many.status is RunStatus.FAILED and many.error.code == "limit_exceeded"
+        assert "effects" in many.error.message
+        assert CALLS["add"] == 5
+        fine = await engine.run("finish len(range(100))")
+        assert fine.result == 100
