@@ -276,7 +276,8 @@ class Linker:
         if isinstance(e, A.String):
             return T.StrLit(e.value)
         if isinstance(e, A.Number):
-            return T.INT if e.value == int(e.value) and abs(e.value) < 2**63 else T.FLOAT
+            # abs() first: a literal of 309+ digits is inf, which int() refuses
+            return T.INT if abs(e.value) < 2**63 and e.value == int(e.value) else T.FLOAT
         if isinstance(e, A.Bool):
             return T.BOOL
         if isinstance(e, A.Null):
