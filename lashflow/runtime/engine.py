@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import time
 import uuid
@@ -26,6 +27,8 @@ from .durable_host import (
     DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled,
 )
 from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
+
+log = logging.getLogger("lashflow.engine")
 
 LEASE_TTL = 30.0
 CANCEL_POLL = 0.5  # seconds between checks for cancels requested by other processes
@@ -426,6 +429,17 @@ class Engine:
             change = RunChange("failed", error=self._runtime_error_json(exc, compiled))
         except LimitExceeded as exc:
             change = RunChange("failed", error={"code": "limit_exceeded", "message": exc.message})
+        except (Fenced, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug or an infrastructure fault, not the program's doing
+            if isinstance(exc, LashflowError) and exc.code == "db_error":
+                raise  # the store is failing: writing the failure would fail too
+            log.exception("run %s stopped on an internal error", run.run_id)
+            change = RunChange("needs_attention", error={
+                "code": "internal_error",
+                "message": f"lashflow stopped this run on an internal error: "
+                           f"{type(exc).__name__}: {exc}; the journal is intact, "
+                           f"`lashflow resume {run.run_id}` retries"})
         change.release_lease = True
         await self.store.commit(Commit(run.run_id, ctx.generation, run=change))
         run.status, run.result, run.error, run.waiting = (change.status, change.result,
