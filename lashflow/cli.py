@@ -20,7 +20,8 @@ from . import __version__
 from .cli_drive import LiveStatus, settle
 from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
                          run_info, step_json)
-from .cli_support import (EXIT_BY_STATUS, RUN_STATUSES, LashflowGroup, dumps, engine, fail,
+from .cli_support import (EXIT_BY_STATUS, RUN_STATUSES, LashflowGroup, caret_text, dumps, engine,
+                          fail,
                           parse_json_option, read_source, run_async, source_or_none, stderr,
                           stdout)
 from .errors import LashflowError, UsageError
@@ -34,9 +35,10 @@ app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
 
 DB_HELP = ("Database: sqlite:///file.db, a plain file path, or postgresql://user@host:port/db. "
            "Default: $LASHFLOW_DB, else .lashflow/lashflow.db here.")
-DbOption = typer.Option(None, "--db", envvar="LASHFLOW_DB", show_envvar=True, help=DB_HELP)
+DbOption = typer.Option(None, "--db", envvar="LASHFLOW_DB", show_envvar=True, metavar="URL",
+                        help=DB_HELP)
 JsonOption = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
-ToolsOption = typer.Option([], "--tools", "-t",
+ToolsOption = typer.Option([], "--tools", "-t", metavar="MODULE",
                            help="Tool module name or .py path to load (repeatable); the .py "
                                 "beside the .lash file is always loaded.")
 MaxWaitOption = typer.Option(30.0, "--max-wait", metavar="SECONDS",
@@ -72,14 +74,14 @@ def _finish(display: Display, outcome: Any, started: float | None = None) -> int
 
 @app.command()
 def run(
-    file: Path = typer.Argument(..., help="The .lash file to run.", show_default=False),
-    process: Optional[str] = typer.Option(None, "--process", "-p",
+    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to run.", show_default=False),
+    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="The process to run (needed when the file has "
                                                "several and no main block)."),
     input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
                                         help="The run's input: a JSON object of the process "
                                              "parameters, inline or @file.json."),
-    run_id: Optional[str] = typer.Option(None, "--run-id",
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID",
                                          help="Idempotent run id: the same id, file and input "
                                               "give back the same run."),
     tools: list[str] = ToolsOption,
@@ -116,11 +118,11 @@ def run(
 
 @app.command()
 def submit(
-    file: Path = typer.Argument(..., help="The .lash file to run.", show_default=False),
-    process: Optional[str] = typer.Option(None, "--process", "-p", help="The process to run."),
+    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to run.", show_default=False),
+    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME", help="The process to run."),
     input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
                                         help="Input JSON object, inline or @file.json."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Idempotent run id."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Idempotent run id."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -141,8 +143,8 @@ def submit(
 
 @app.command()
 def resume(
-    run_id: str = typer.Argument(..., help="The run to continue.", show_default=False),
-    source: Optional[Path] = typer.Option(None, "--source",
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to continue.", show_default=False),
+    source: Optional[Path] = typer.Option(None, "--source", metavar="FILE",
                                           help="Continue under this edited .lash file; recorded "
                                                "steps must still match (else replay_mismatch)."),
     retry_interrupted: bool = typer.Option(False, "--retry-interrupted",
@@ -203,7 +205,7 @@ def recover(
 
 @app.command()
 def worker(
-    concurrency: int = typer.Option(64, "--concurrency", "-c", min=1,
+    concurrency: int = typer.Option(64, "--concurrency", "-c", min=1, metavar="N",
                                     help="Runs driven at once (a parked run does not count)."),
     poll: float = typer.Option(1.0, "--poll", metavar="SECONDS", min=0.01,
                                help="Seconds between looks for queued, orphaned and due runs."),
@@ -254,7 +256,7 @@ def worker(
 
 @app.command()
 def check(
-    file: Path = typer.Argument(..., help="The .lash file to check.", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to check.", show_default=False),
     tools: list[str] = ToolsOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -285,7 +287,7 @@ def check(
                           "diagnostics": [d.to_dict() for d in diagnostics]}))
         else:
             for d in diagnostics:
-                stderr(d.render(text, str(file)))
+                stderr(caret_text(d, text, str(file)))
         raise typer.Exit(2)
     from .lang import parse
 
@@ -303,12 +305,12 @@ def check(
 
 @app.command()
 def graph(
-    file: Path = typer.Argument(..., help="The .lash file to draw.", show_default=False),
-    format: str = typer.Option("mermaid", "--format", help="mermaid or dot."),
-    run: Optional[str] = typer.Option(None, "--run",
+    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to draw.", show_default=False),
+    fmt: str = typer.Option("mermaid", "--format", metavar="FORMAT", help="mermaid (default) or dot."),
+    run: Optional[str] = typer.Option(None, "--run", metavar="RUN",
                                       help="Colour the steps by this run's journal (and its "
                                            "child runs')."),
-    process: Optional[str] = typer.Option(None, "--process", "-p",
+    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="Only this process (default: every process and "
                                                "the main block)."),
     db: Optional[str] = DbOption,
@@ -317,8 +319,8 @@ def graph(
     sleeps, signals, awaits), branches, loops and batches, titled by @label."""
     from .graph import GraphError, build_graph, render
 
-    if format not in ("mermaid", "dot"):
-        fail("usage_error", f"--format must be mermaid or dot, not {format!r}", False)
+    if fmt not in ("mermaid", "dot"):
+        fail("usage_error", f"--format must be mermaid or dot, not {fmt!r}", False)
     text = source_or_none(file)
 
     async def go() -> int:
@@ -331,7 +333,7 @@ def graph(
             drawing = build_graph(source, process=process)
         except GraphError as exc:
             raise UsageError(str(exc)) from None
-        stdout(render(drawing, format, states if run is not None else None))
+        stdout(render(drawing, fmt, states if run is not None else None))
         return 0
 
     raise typer.Exit(run_async(go, False, text, str(file)))
@@ -366,7 +368,7 @@ async def _site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
 
 @app.command()
 def complete(
-    key: str = typer.Argument(..., help="The completion key (lfk_...), as printed by `run` "
+    key: str = typer.Argument(..., metavar="KEY", help="The completion key (lfk_...), as printed by `run` "
                                         "or `waiting`.", show_default=False),
     result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
                                          help="The tool's result, as JSON."),
@@ -419,8 +421,8 @@ def _delivered(display: Display, run_id: str | None, status: str) -> int:
 
 @app.command()
 def signal(
-    run_id: str = typer.Argument(..., help="The run to signal.", show_default=False),
-    name: str = typer.Argument(..., help="The signal name (as in wait_signal(\"name\")).",
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to signal.", show_default=False),
+    name: str = typer.Argument(..., metavar="NAME", help="The signal name (as in wait_signal(\"name\")).",
                                show_default=False),
     payload: Optional[str] = typer.Option(None, "--payload", metavar="JSON|@FILE",
                                           help="The signal's payload, as JSON (default null)."),
@@ -451,7 +453,7 @@ def signal(
 
 @app.command()
 def cancel(
-    run_id: str = typer.Argument(..., help="The run to cancel.", show_default=False),
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to cancel.", show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -483,12 +485,12 @@ def cancel(
 
 @app.command("list")
 def list_runs(
-    status: Optional[str] = typer.Option(None, "--status", "-s",
+    status: Optional[str] = typer.Option(None, "--status", "-s", metavar="STATUS",
                                          help="Only runs with this status: "
                                               + ", ".join(RUN_STATUSES) + "."),
-    process: Optional[str] = typer.Option(None, "--process", "-p",
+    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="Only runs of this process."),
-    limit: int = typer.Option(50, "--limit", "-n", min=0,
+    limit: int = typer.Option(50, "--limit", "-n", min=0, metavar="N",
                               help="Show the newest N runs (0: all)."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -531,7 +533,7 @@ def list_runs(
 
 @app.command()
 def show(
-    run_id: str = typer.Argument(..., help="The run to show.", show_default=False),
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to show.", show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -580,8 +582,8 @@ def waiting(
 
 @app.command()
 def output(
-    run_id: str = typer.Argument(..., help="The run.", show_default=False),
-    step: str = typer.Argument(..., help="The step key, as `show` lists it.", show_default=False),
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run.", show_default=False),
+    step: str = typer.Argument(..., metavar="STEP", help="The step key, as `show` lists it.", show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:

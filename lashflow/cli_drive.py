@@ -39,6 +39,7 @@ class LiveStatus:
         self.phase = "driving"
         self.until: float | None = None
         self._live: Any = None
+        self._spinner: Any = None
 
     @classmethod
     def for_command(cls, as_json: bool, label: str = "") -> "LiveStatus":
@@ -58,7 +59,8 @@ class LiveStatus:
             self.phase = "driving"
         elif kind == "step":
             tool = event.get("tool")
-            if event.get("kind") == "tool" and tool in self.in_flight:
+            if event.get("kind") == "tool" and tool in self.in_flight and \
+                    event.get("status") in ("done", "pending"):
                 started = self.in_flight[tool]
                 started.pop(0)
                 if not started:
@@ -92,9 +94,12 @@ class LiveStatus:
         return " · ".join(parts)
 
     def __rich__(self) -> Any:
-        from rich.spinner import Spinner
+        if self._spinner is None:
+            from rich.spinner import Spinner
 
-        return Spinner("dots", text=self.text(), style="cyan")
+            self._spinner = Spinner("dots", style="cyan")
+        self._spinner.update(text=self.text())
+        return self._spinner
 
     def __enter__(self) -> "LiveStatus":
         if self.enabled:
@@ -130,7 +135,7 @@ async def settle(engine: Any, outcome: Any, max_wait: float, follow: bool,
     run_id = outcome.run_id
     seen: float | None = None
     last_drive = time.monotonic()
-    while outcome.status.value in ("waiting", "running", "queued"):
+    while outcome.status.value in ("waiting", "running"):
         now = engine.clock.now()
         if outcome.status.value == "waiting":
             sleeps = [w.until for w in outcome.waiting if w.kind == "sleep" and w.until is not None]

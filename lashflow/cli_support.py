@@ -11,8 +11,9 @@ import asyncio
 import json
 import os
 import sys
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any, Awaitable, Callable, NoReturn, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, TypeVar
 
 import typer
 from typer.core import TyperGroup
@@ -68,10 +69,16 @@ def error_text(exc: LashflowError, source: str | None = None, filename: str | No
     """``error[code]: message``, plus the caret excerpt when the error has a source place."""
     diagnostic = getattr(exc, "diagnostic", None)
     if diagnostic is not None and source is not None:
-        return diagnostic.render(source, filename or "<input>")  # starts with error[code]
+        return caret_text(diagnostic, source, filename)
     text = f"error[{exc.code}]: {' '.join(exc.message.splitlines())}"
     hint = exc.details.get("hint")
     return f"{text} ({hint})" if hint else text
+
+
+def caret_text(diagnostic: Any, source: str, filename: str | None) -> str:
+    """``error[code]: message`` then ``--> file:line:col``, the line and a caret."""
+    text = diagnostic.render(source, filename or "<input>")
+    return text if text.startswith("error[") else f"error[{diagnostic.code}]: {text}"
 
 
 def reject(exc: LashflowError, as_json: bool, source: str | None = None,
@@ -159,11 +166,26 @@ def source_or_none(file: Path | None) -> str | None:
         return None
 
 
-def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> Any:
-    """An ``Engine`` over the public API (imported late: ``--help`` stays fast)."""
+@asynccontextmanager
+async def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> AsyncIterator[Any]:
+    """An open ``Engine`` over the public API (imported late: ``--help`` stays fast).
+
+    If opening fails (bad URL, newer schema...) the store is closed before the error
+    travels on: a half-open SQLite connection thread would keep the process alive.
+    """
     from .runtime.engine import Engine
 
-    return Engine(db=db, modules=list(tools), **options)
+    eng = Engine(db=db, modules=list(tools), **options)
+    try:
+        await eng.__aenter__()
+    except BaseException:
+        with suppress(Exception):
+            await eng.store.close()
+        raise
+    try:
+        yield eng
+    finally:
+        await eng.__aexit__(None, None, None)
 
 
 # --------------------------------------------------------------------------- usage errors
