@@ -358,9 +358,18 @@ async def _site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
     states: dict[str, list[str]] = {}
     for rid in sorted(family):
         for step in await eng.steps(rid):
-            site = step.step_key.split(":", 1)[0]
-            states.setdefault(site, []).append(step_state(step))
+            states.setdefault(_state_key(step.step_key), []).append(step_state(step))
+        for wait in (await eng.get(rid)).waiting:  # a wait not journaled yet (signal, sleep)
+            keys = states.setdefault(_state_key(wait.step), [])
+            if "pending" not in keys:
+                keys.append("waiting")
     return states
+
+
+def _state_key(step_key: str) -> str:
+    """``site:occ`` -> ``site``; a batch member ``site:occ:i`` -> ``site#i`` (graph nodes)."""
+    parts = step_key.split(":")
+    return f"{parts[0]}#{parts[2]}" if len(parts) == 3 else parts[0]
 
 
 # --------------------------------------------------------------------------- outside events

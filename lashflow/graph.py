@@ -314,7 +314,7 @@ class _Builder:
               named: Any) -> Pending:
         title = named("")
         self.open_cluster("batch", (title.strip() + " · " if title.strip() else "")
-                          + f"batch: {len(calls)} calls at once")
+                          + f"batch: {len(calls)} call{'s' if len(calls) != 1 else ''} at once")
         members = []
         for i, (where, call) in enumerate(calls):
             name = f"{call.module or _receiver(call.receiver)}.{call.operation}"
