@@ -356,6 +356,28 @@ class PostgresStore(Store):
         return [run_id for run_id, owner, expires in rows
                 if owner is None or expires < now or owner_is_dead(owner)]
 
+    async def mark_due(self, run_id: str, at: float) -> None:
+        await self._fetchval(
+            "UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > $1 THEN $1 "
+            "ELSE wake_at END WHERE run_id = $2 AND status = 'waiting'", float(at), run_id)
+
+    async def set_note(self, run_id: str, note: str | None) -> None:
+        # Read-modify-write of the JSON text under the row lock (a jsonb round trip would
+        # reorder the keys the other backend keeps).
+        async with self._conn() as conn:
+            async with conn.transaction():
+                row = await conn.fetchrow("SELECT meta FROM lashflow_runs WHERE run_id = $1 "
+                                          "FOR UPDATE", run_id)
+                if row is None:
+                    return
+                meta = _loads(row[0]) or {}
+                if note is None:
+                    meta.pop("note", None)
+                else:
+                    meta["note"] = note
+                await conn.execute("UPDATE lashflow_runs SET meta = $1 WHERE run_id = $2",
+                                   _dumps(meta), run_id)
+
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         async with self._conn() as conn:

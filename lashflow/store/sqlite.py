@@ -122,7 +122,12 @@ class SqliteStore(Store):
         except (OSError, sqlite3.Error) as exc:
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
         self._db.daemon = True  # never keep a crashed process alive
-        await self._call(self._setup)
+        try:
+            await self._call(self._setup)
+        except BaseException:  # e.g. a newer schema: do not leak the connection's thread
+            db, self._db = self._db, None
+            await db.close()
+            raise
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
