@@ -328,8 +328,9 @@ def render_runs(display: Display, rows: list[dict[str, Any]]) -> None:
         display.console.print(table)
         display.console.print(Text(f"{len(rows)} run(s)", style="dim"))
         return
+    width = max(len(row["run_id"]) for row in rows)
     for row in rows:
-        stdout(f"{row['run_id']}  {row['status']:<15} {row['process'] or '(main)':<16} "
+        stdout(f"{row['run_id']:<{width}}  {row['status']:<15} {row['process'] or '(main)':<16} "
                f"{when(row['created_at'])}  {row['info']}")
 
 
@@ -364,8 +365,9 @@ def render_waiting(display: Display, waits: list[tuple[str, Any]], now: float) -
         for i, (_, wait) in enumerate(waits, 1):
             display.line(f"  #{i}  {wait.resolve}")
         return
+    width = max(len(run_id) for run_id, _ in waits)
     for run_id, wait in waits:
-        stdout(f"{run_id}  {wait.kind:<10} {wait.step:<24} {wait_what(wait)}")
+        stdout(f"{run_id:<{width}}  {wait.kind:<10} {wait.step:<24} {wait_what(wait)}")
         stdout(f"    {wait.resolve}")
 
 
