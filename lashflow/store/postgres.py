@@ -4,7 +4,8 @@ Same semantics and JSON encodings as ``SqliteStore``, so any number of workers o
 machines can share runs. Tables are prefixed ``lashflow_`` so they can live in a shared
 database; the schema is the first one on the connection's ``search_path`` (put
 ``?search_path=myschema`` in the URL to choose one). ``?pool_size=N`` sets the pool's
-maximum size; every other URL parameter goes to asyncpg / the server unchanged.
+maximum size and ``?statement_cache_size=0`` suits pgbouncer; every other URL parameter
+goes to asyncpg / the server unchanged.
 
 Round trips are what a step costs here, so hot paths are single statements (claim,
 renew, completion rows) and a group commit is one transaction of a few pipelined
@@ -100,8 +101,12 @@ def _redacted(url: str) -> str:
         return "<unparsable database URL>"
 
 
-def _split_url(url: str) -> tuple[str, int]:
-    """(DSN for asyncpg, pool size): ``pool_size`` is ours, the rest is asyncpg's."""
+_OUR_OPTIONS = ("pool_size", "statement_cache_size")  # taken out of the URL, not asyncpg's
+
+
+def _split_url(url: str) -> tuple[str, dict[str, int]]:
+    """(DSN for asyncpg, our options). ``pool_size`` (default 10) bounds the pool;
+    ``statement_cache_size=0`` is for transaction-pooling proxies such as pgbouncer."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
@@ -109,17 +114,17 @@ def _split_url(url: str) -> tuple[str, int]:
         raise DbError(f"bad database URL {_redacted(url)}: {_one_line(exc)}") from None
     if parts.scheme not in ("postgresql", "postgres"):
         raise DbError(f"bad database URL {_redacted(url)}: expected postgresql://user@host:port/db")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    size = 10
+    options = {"pool_size": 10}
     rest = []
-    for key, value in query:
-        if key == "pool_size":
-            if not value.isdigit() or int(value) < 1:
-                raise DbError(f"bad database URL {_redacted(url)}: pool_size must be a positive integer")
-            size = int(value)
-        else:
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key not in _OUR_OPTIONS:
             rest.append((key, value))
-    return urlunsplit(parts._replace(query=urlencode(rest))), size
+        elif not value.isdigit() or (key == "pool_size" and int(value) < 1):
+            raise DbError(f"bad database URL {_redacted(url)}: {key} must be a "
+                          f"{'positive' if key == 'pool_size' else 'non-negative'} integer")
+        else:
+            options[key] = int(value)
+    return urlunsplit(parts._replace(query=urlencode(rest))), options
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -173,11 +178,12 @@ class PostgresStore(Store):
             return await self._require_pool().fetchval(sql, *args)
 
     async def open(self) -> None:
-        dsn, size = _split_url(self.url)
+        dsn, options = _split_url(self.url)
+        size = options.pop("pool_size")
         try:
             pool = await asyncpg.create_pool(
                 dsn, min_size=1, max_size=size, timeout=self.connect_timeout,
-                reset=_keep_session)
+                reset=_keep_session, **options)
         except (*_DB_ERRORS, ValueError) as exc:
             raise DbError(f"cannot open database {self._display}: {_one_line(exc)}") from None
         try:

@@ -8,6 +8,7 @@ project allows no skipped tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import uuid
@@ -43,6 +44,9 @@ async def postgres_admin() -> asyncpg.Connection:
         except Exception as exc:  # noqa: BLE001 - any failure to connect means the same
             _unreachable.append(" ".join(str(exc).split()) or type(exc).__name__)
     required = " (LASHFLOW_REQUIRE_POSTGRES=1)" if os.environ.get("LASHFLOW_REQUIRE_POSTGRES") == "1" else ""
+    shown = urlsplit(url)
+    if shown.password is not None:  # never print a password into a CI log
+        url = urlunsplit(shown._replace(netloc=shown.netloc.replace(f":{shown.password}@", ":***@")))
     pytest.fail(
         f"PostgreSQL is unreachable at {url}{required}: {_unreachable[0]}. The store tests run "
         "against both backends and may not be skipped: start a server or set "
@@ -107,6 +111,9 @@ class PostgresBackend(Backend):
         self.schema = schema
         self.url = with_query(base_url, search_path=schema)
 
+    def url_with(self, **params: str) -> str:
+        return with_query(self.url, **params)
+
     async def _connect(self) -> asyncpg.Connection:
         return await asyncpg.connect(self.url, timeout=5)
 
@@ -161,11 +168,9 @@ class PostgresBackend(Backend):
         return release
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    if request.param == "sqlite":
-        yield SqliteBackend(tmp_path / "store.db")
-        return
+@contextlib.asynccontextmanager
+async def fresh_schema() -> AsyncIterator[PostgresBackend]:
+    """A new schema on the test server for one test, dropped with all it holds afterwards."""
     admin = await postgres_admin()
     schema = f"lashflow_test_{uuid.uuid4().hex[:16]}"
     try:
@@ -174,6 +179,15 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     finally:
         await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "sqlite":
+        yield SqliteBackend(tmp_path / "store.db")
+        return
+    async with fresh_schema() as postgres:
+        yield postgres
 
 
 @pytest.fixture
@@ -183,16 +197,10 @@ async def store(backend: Backend) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-async def postgres_backend(tmp_path: Path) -> AsyncIterator[PostgresBackend]:
-    """PostgreSQL only, for what SQLite has no counterpart of (prefixes, SKIP LOCKED)."""
-    admin = await postgres_admin()
-    schema = f"lashflow_test_{uuid.uuid4().hex[:16]}"
-    try:
-        await admin.execute(f"CREATE SCHEMA {schema}")
-        yield PostgresBackend(postgres_base_url(), schema)
-    finally:
-        await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        await admin.close()
+async def postgres_backend() -> AsyncIterator[PostgresBackend]:
+    """PostgreSQL only, for what SQLite has no counterpart of (prefixes, row locks)."""
+    async with fresh_schema() as postgres:
+        yield postgres
 
 
 @pytest.fixture
