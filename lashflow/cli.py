@@ -327,8 +327,13 @@ def graph(
         source = read_source(file)
         states: dict[str, list[str]] = {}
         if run is not None:
+            from .runtime.engine import source_digest
+
             async with engine(db) as eng:
                 states = await _site_states(eng, run)
+                if (await eng.get_record(run)).source_hash != source_digest(source):
+                    stderr(f"warning: run {run} was started from another version of {file}; "
+                           "steps are matched by their place in the process")
         try:
             drawing = build_graph(source, process=process)
         except GraphError as exc:
@@ -477,7 +482,8 @@ def cancel(
             outcome = await eng.get(run_id)
         if as_json:
             data = outcome.to_json()
-            data["status"] = status.value if outcome.status.value != "cancelled" else "cancelled"
+            if outcome.status.value != "cancelled":
+                data["cancel_requested"] = True
             stdout(dumps(data))
         elif outcome.status.value == "cancelled":
             render_outcome(display, outcome)

@@ -195,3 +195,14 @@ def test_node_state_rules() -> None:
     assert node_state(tool, {site: ["ok"]}) == ("done", 1)
     assert node_state(tool, {site: ["ok", "exhausted"]}) == ("failed", 2)
     assert node_state(tool, {site: ["ok", "pending"]}) == ("waiting", 2)
+
+
+def test_run_of_another_version_is_flagged(lf: Lf, example: Any, tmp_path: Path) -> None:
+    file, data = example("fanout")
+    run_id = lf("run", file, "--input", data, "--json").json["run_id"]
+    edited = tmp_path / "fanout.lash"
+    edited.write_text("# a comment changes the text, not the sites\n" + file.read_text())
+    ran = lf("graph", edited, "--run", run_id)
+    assert ran.code == 0 and ran.err.startswith(f"warning: run {run_id} was started from another")
+    assert "class " in ran.out and " done" in ran.out  # still matched: sites ignore comments
+    assert lf("graph", file, "--run", run_id).err == ""
