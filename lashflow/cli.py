@@ -314,13 +314,17 @@ def graph(
                                           help="Only this process (default: every process and "
                                                "the main block)."),
     db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
 ) -> None:
     """The process as a graph (Mermaid or Graphviz DOT): its steps (tool calls, starts,
-    sleeps, signals, awaits), branches, loops and batches, titled by @label."""
-    from .graph import GraphError, build_graph, render
+    sleeps, signals, awaits), branches, loops and batches, titled by @label.
+
+    With --json: {"run_id", "status": "ok", "format", "text", "nodes", "edges"}, each
+    node with its kind, label, state and executions."""
+    from .graph import GraphError, build_graph, node_state, render
 
     if fmt not in ("mermaid", "dot"):
-        fail("usage_error", f"--format must be mermaid or dot, not {fmt!r}", False)
+        fail("usage_error", f"--format must be mermaid or dot, not {fmt!r}", as_json)
     text = source_or_none(file)
 
     async def go() -> int:
@@ -338,10 +342,22 @@ def graph(
             drawing = build_graph(source, process=process)
         except GraphError as exc:
             raise UsageError(str(exc)) from None
-        stdout(render(drawing, fmt, states if run is not None else None))
+        shown = states if run is not None else None
+        text_out = render(drawing, fmt, shown)
+        if not as_json:
+            stdout(text_out)
+            return 0
+        nodes = []
+        for node in drawing.nodes.values():
+            state, runs = node_state(node, shown) if shown is not None else (None, 0)
+            nodes.append({"id": node.id, "kind": node.kind, "label": node.label,
+                          "sites": node.sites, "state": state, "executions": runs})
+        stdout(dumps({"run_id": run, "status": "ok", "format": fmt, "text": text_out,
+                      "nodes": nodes, "edges": [{"from": a, "to": b, "label": label}
+                                                for a, b, label in drawing.edges]}))
         return 0
 
-    raise typer.Exit(run_async(go, False, text, str(file)))
+    raise typer.Exit(run_async(go, as_json, text, str(file), run))
 
 
 async def _site_states(eng: Any, run_id: str) -> dict[str, list[str]]:

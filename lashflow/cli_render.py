@@ -192,6 +192,8 @@ def step_state(step: Any) -> str:
     """One word for a journal entry: the tool outcome when done, else the step status."""
     if step.kind == "tool" and isinstance(step.outcome, dict) and step.status == "done":
         return str(step.outcome.get("status", "done"))
+    if step.status == "started" and step.attempts and step.attempts[-1].status == "interrupted":
+        return "interrupted"
     return step.status
 
 

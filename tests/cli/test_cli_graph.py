@@ -206,3 +206,17 @@ def test_run_of_another_version_is_flagged(lf: Lf, example: Any, tmp_path: Path)
     assert ran.code == 0 and ran.err.startswith(f"warning: run {run_id} was started from another")
     assert "class " in ran.out and " done" in ran.out  # still matched: sites ignore comments
     assert lf("graph", file, "--run", run_id).err == ""
+
+
+def test_graph_json(lf: Lf, example: Any) -> None:
+    file, data = example("fanout")
+    run_id = lf("run", file, "--input", data, "--json").json["run_id"]
+    graph = lf("graph", file, "--run", run_id, "--json").json
+    assert set(graph) == {"run_id", "status", "format", "text", "nodes", "edges"}
+    assert graph["run_id"] == run_id and graph["text"].startswith("flowchart TD")
+    east = next(n for n in graph["nodes"] if n["label"] == "east: tools.stock")
+    assert (east["kind"], east["state"], east["executions"]) == ("tool", "failed", 1)
+    assert all({"from", "to", "label"} == set(e) for e in graph["edges"])
+    bad = lf("graph", file, "--run", "ghost", "--json")
+    assert bad.code == 2 and bad.json["error"]["code"] == "unknown_run"
+    assert bad.json["run_id"] == "ghost"

@@ -224,3 +224,34 @@ def test_cancel_reaches_a_run_driven_by_another_process(lfx: Lfx, tmp_path: Path
     assert json.loads(out)["status"] in ("failed", "cancelled")
     [step] = lfx("show", "slow-1", "--json").json["steps"]
     assert step["state"] == "cancelled" and step["duration"] < 30
+
+
+def test_needs_attention_after_a_kill_then_retry_interrupted(lfx: Lfx, tmp_path: Path,
+                                                             cli_env: dict[str, str]) -> None:
+    (tmp_path / "pay.lash").write_text("process pay() {\n  r = await tools.charge({})?\n"
+                                       "  finish r\n}\n")
+    (tmp_path / "pay.py").write_text(
+        "import time\nfrom pathlib import Path\nfrom lashflow import tool, ToolCall\n\n"
+        "HERE = Path(__file__).parent\n\n"
+        "@tool(idempotent=False)\nasync def charge(call: ToolCall) -> dict:\n"
+        "    marker = HERE / 'charging'\n"
+        "    if not marker.exists():\n"
+        "        marker.write_text('1')\n"
+        "        time.sleep(600)  # killed here\n"
+        "    return {'charged': call.context.attempt}\n")
+    worker = popen(cli_env, "run", tmp_path / "pay.lash", "--run-id", "pay-1")
+    try:
+        wait_for(lambda: (tmp_path / "charging").exists())
+    finally:
+        worker.kill()
+        worker.communicate(timeout=60)
+    stuck = lfx("resume", "pay-1")
+    assert stuck.code == 5, stuck
+    assert stuck.out.strip() == "run pay-1 needs_attention"
+    assert stuck.err.startswith("error[needs_attention]: ")
+    assert "lashflow resume pay-1 --retry-interrupted" in stuck.err
+    shown = lfx("show", "pay-1")
+    assert " interrupted " in shown.out and "tools.charge" in shown.out
+    retried = lfx("resume", "pay-1", "--retry-interrupted", "--json")
+    assert retried.code == 0, retried
+    assert retried.json["result"] == {"charged": 2}
