@@ -20,10 +20,9 @@ from . import __version__
 from .cli_drive import LiveStatus, settle
 from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
                          run_info, step_json)
-from .cli_support import (EXIT_BY_STATUS, RUN_STATUSES, LashflowGroup, caret_text, dumps, engine,
-                          fail,
-                          parse_json_option, read_source, run_async, source_or_none, stderr,
-                          stdout)
+from .cli_support import (EXIT_BY_STATUS, RUN_STATUSES, LashflowGroup, caret_text, dumps,
+                          engine, fail, parse_json_option, read_source, run_async,
+                          source_or_none, stderr, stdout)
 from .errors import LashflowError, UsageError
 
 app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
@@ -74,7 +73,8 @@ def _finish(display: Display, outcome: Any, started: float | None = None) -> int
 
 @app.command()
 def run(
-    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to run.", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE",
+                                help="The .lash file to run.", show_default=False),
     process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="The process to run (needed when the file has "
                                                "several and no main block)."),
@@ -118,8 +118,10 @@ def run(
 
 @app.command()
 def submit(
-    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to run.", show_default=False),
-    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME", help="The process to run."),
+    file: Path = typer.Argument(..., metavar="FILE",
+                                help="The .lash file to run.", show_default=False),
+    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
+                                          help="The process to run."),
     input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
                                         help="Input JSON object, inline or @file.json."),
     run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Idempotent run id."),
@@ -143,7 +145,8 @@ def submit(
 
 @app.command()
 def resume(
-    run_id: str = typer.Argument(..., metavar="RUN", help="The run to continue.", show_default=False),
+    run_id: str = typer.Argument(..., metavar="RUN",
+                                 help="The run to continue.", show_default=False),
     source: Optional[Path] = typer.Option(None, "--source", metavar="FILE",
                                           help="Continue under this edited .lash file; recorded "
                                                "steps must still match (else replay_mismatch)."),
@@ -256,7 +259,8 @@ def worker(
 
 @app.command()
 def check(
-    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to check.", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE",
+                                help="The .lash file to check.", show_default=False),
     tools: list[str] = ToolsOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -305,8 +309,10 @@ def check(
 
 @app.command()
 def graph(
-    file: Path = typer.Argument(..., metavar="FILE", help="The .lash file to draw.", show_default=False),
-    fmt: str = typer.Option("mermaid", "--format", metavar="FORMAT", help="mermaid (default) or dot."),
+    file: Path = typer.Argument(..., metavar="FILE",
+                                help="The .lash file to draw.", show_default=False),
+    fmt: str = typer.Option("mermaid", "--format", metavar="FORMAT",
+                            help="mermaid (default) or dot."),
     run: Optional[str] = typer.Option(None, "--run", metavar="RUN",
                                       help="Colour the steps by this run's journal (and its "
                                            "child runs')."),
@@ -398,7 +404,8 @@ def _state_key(step_key: str) -> str:
 
 @app.command()
 def complete(
-    key: str = typer.Argument(..., metavar="KEY", help="The completion key (lfk_...), as printed by `run` "
+    key: str = typer.Argument(..., metavar="KEY",
+                              help="The completion key (lfk_...), as printed by `run` "
                                         "or `waiting`.", show_default=False),
     result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
                                          help="The tool's result, as JSON."),
@@ -452,7 +459,8 @@ def _delivered(display: Display, run_id: str | None, status: str) -> int:
 @app.command()
 def signal(
     run_id: str = typer.Argument(..., metavar="RUN", help="The run to signal.", show_default=False),
-    name: str = typer.Argument(..., metavar="NAME", help="The signal name (as in wait_signal(\"name\")).",
+    name: str = typer.Argument(..., metavar="NAME",
+                               help="The signal name (as in wait_signal(\"name\")).",
                                show_default=False),
     payload: Optional[str] = typer.Option(None, "--payload", metavar="JSON|@FILE",
                                           help="The signal's payload, as JSON (default null)."),
@@ -614,7 +622,8 @@ def waiting(
 @app.command()
 def output(
     run_id: str = typer.Argument(..., metavar="RUN", help="The run.", show_default=False),
-    step: str = typer.Argument(..., metavar="STEP", help="The step key, as `show` lists it.", show_default=False),
+    step: str = typer.Argument(..., metavar="STEP",
+                               help="The step key, as `show` lists it.", show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:

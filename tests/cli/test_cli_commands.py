@@ -307,7 +307,7 @@ def test_output_is_not_budgeted(lf: Lf, tmp_path: Path) -> None:
         "    return '\\n'.join(f'line {i}' for i in range(1000))\n")
     run_id = lf("run", tmp_path / "big.lash", "--json").json["run_id"]
     [step] = lf("show", run_id, "--json").json["steps"]
-    assert "truncated" in step["preview"] and f"lashflow output" in step["preview"]
+    assert "truncated" in step["preview"] and "lashflow output" in step["preview"]
     full = lf("output", run_id, step["step"]).out
     assert full.splitlines()[-1] == "line 999" and len(full.splitlines()) == 1000
     assert "truncated" in lf("show", run_id).out or "…" in lf("show", run_id).out
