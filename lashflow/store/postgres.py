@@ -21,6 +21,7 @@ import json
 import secrets
 import socket
 import time
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -130,6 +131,76 @@ def _split_url(url: str) -> tuple[str, dict[str, int]]:
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Pool reset hook: our connections keep no session state (locks are per transaction),
     so skip asyncpg's default reset query, one round trip per release."""
+
+
+_STEP_COLUMNS = ("run_id, step_key, seq, kind, tool, args_hash, status, outcome, blob, detail, "
+                 "created_at, updated_at")
+# A step written again (its outcome arrived) keeps its identity, place and creation time.
+_STEP_UPSERT = ("ON CONFLICT (run_id, step_key) DO UPDATE SET status = EXCLUDED.status, "
+                "outcome = EXCLUDED.outcome, blob = EXCLUDED.blob, detail = EXCLUDED.detail, "
+                "updated_at = EXCLUDED.updated_at")
+_ATTEMPT_COLUMNS = ("run_id, step_key, attempt, status, code, message, detail, started_at, "
+                    "finished_at")
+_ATTEMPT_UPSERT = ("ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status = "
+                   "EXCLUDED.status, code = EXCLUDED.code, message = EXCLUDED.message, "
+                   "detail = EXCLUDED.detail, finished_at = EXCLUDED.finished_at")
+
+
+@dataclass(slots=True)
+class _GroupRows:
+    """A group's rows per table, each tagged with the index of its ``Commit``."""
+
+    blobs: list[tuple[Any, ...]] = field(default_factory=list)
+    steps: list[tuple[Any, ...]] = field(default_factory=list)
+    attempts: list[tuple[Any, ...]] = field(default_factory=list)
+    runs: list[tuple[Any, ...]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, changes: list[Commit]) -> "_GroupRows":
+        rows = cls()
+        for index, change in enumerate(changes):
+            for step in change.steps:
+                outcome: str | None = _dumps(step.outcome)
+                blob = None
+                if len(outcome) > BLOB_THRESHOLD:
+                    blob = hashlib.sha256(outcome.encode()).hexdigest()
+                    rows.blobs.append((index, blob, outcome))
+                    outcome = None
+                rows.steps.append((index, step.run_id, step.step_key, step.seq, step.kind, step.tool,
+                                   step.args_hash, step.status, outcome, blob, _dumps(step.detail),
+                                   float(step.created_at), float(step.updated_at)))
+            for attempt in change.attempts:
+                rows.attempts.append((index, attempt.run_id, attempt.step_key, attempt.attempt,
+                                      attempt.status, attempt.code, attempt.message,
+                                      _dumps(attempt.detail), _float_or_none(attempt.started_at),
+                                      _float_or_none(attempt.finished_at)))
+            if change.run is not None:
+                run = change.run
+                rows.runs.append((index, change.run_id, run.status, _dumps(run.result),
+                                  _dumps(run.error), _dumps(run.waiting), _float_or_none(run.wake_at),
+                                  run.release_lease))
+        return rows
+
+    def writes_a_row_twice(self) -> bool:
+        """One statement cannot write a row twice (and could not order the writes)."""
+        return (_has_duplicates(row[1:3] for row in self.steps)
+                or _has_duplicates(row[1:4] for row in self.attempts)
+                or _has_duplicates(row[1] for row in self.runs)
+                or _has_duplicates(row[1] for row in self.blobs))
+
+
+def _has_duplicates(keys: Any) -> bool:
+    seen: set[Any] = set()
+    for key in keys:
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows to per-column lists (the arrays ``unnest`` takes), even when there are none."""
+    return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
 class PostgresStore(Store):
@@ -455,74 +526,109 @@ class PostgresStore(Store):
         raise AssertionError("unreachable")
 
     async def _apply(self, conn: asyncpg.Connection, changes: list[Commit]) -> list[Exception | None]:
-        results: list[Exception | None] = []
-        blobs: dict[str, str] = {}
-        steps: list[tuple[Any, ...]] = []
-        attempts: list[tuple[Any, ...]] = []
-        runs: list[tuple[Any, ...]] = []
+        """Write one group. The usual group (each row written once) is ONE statement, so
+        one round trip plus the server's commit; a group that writes a row twice (which
+        must apply in order) takes the statement-per-table transaction."""
+        rows = _GroupRows.of(changes)
+        if rows.writes_a_row_twice():
+            ok = await self._apply_in_transaction(conn, changes, rows)
+        else:
+            ok = await self._apply_in_one_statement(conn, changes, rows)
+        return [None if index in ok else Fenced(f"run {change.run_id} is driven by another worker")
+                for index, change in enumerate(changes)]
+
+    # Lock every run row of the group in one fixed order (no deadlocks between workers); a
+    # lease taken over meanwhile shows as a newer generation. Then each table's rows of the
+    # changes that passed the fence go in with one INSERT ... SELECT FROM unnest(...).
+    _GROUP_STATEMENT = f"""
+        WITH locked AS MATERIALIZED (
+            SELECT run_id, generation FROM lashflow_runs WHERE run_id = ANY($1::text[])
+            ORDER BY run_id FOR UPDATE),
+        ok AS MATERIALIZED (
+            SELECT c.idx FROM unnest($2::int[], $3::text[], $4::bigint[]) AS c(idx, run_id, gen)
+            LEFT JOIN locked l ON l.run_id = c.run_id
+            WHERE c.gen IS NULL OR l.generation = c.gen),
+        new_blobs AS (
+            INSERT INTO lashflow_blobs (hash, data)
+            SELECT b.hash, b.data FROM unnest($5::int[], $6::text[], $7::text[]) AS b(idx, hash, data)
+            WHERE b.idx IN (SELECT idx FROM ok)
+            ON CONFLICT (hash) DO NOTHING),
+        new_steps AS (
+            INSERT INTO lashflow_steps ({_STEP_COLUMNS})
+            SELECT s.run_id, s.step_key, s.seq, s.kind, s.tool, s.args_hash, s.status, s.outcome,
+                   s.blob, s.detail, s.created_at, s.updated_at
+            FROM unnest($8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[],
+                        $13::text[], $14::text[], $15::text[], $16::text[], $17::text[],
+                        $18::text[], $19::float8[], $20::float8[])
+                 AS s(idx, run_id, step_key, seq, kind, tool, args_hash, status, outcome, blob,
+                      detail, created_at, updated_at)
+            WHERE s.idx IN (SELECT idx FROM ok)
+            {_STEP_UPSERT}),
+        new_attempts AS (
+            INSERT INTO lashflow_attempts ({_ATTEMPT_COLUMNS})
+            SELECT a.run_id, a.step_key, a.attempt, a.status, a.code, a.message, a.detail,
+                   a.started_at, a.finished_at
+            FROM unnest($21::int[], $22::text[], $23::text[], $24::int[], $25::text[],
+                        $26::text[], $27::text[], $28::text[], $29::float8[], $30::float8[])
+                 WITH ORDINALITY
+                 AS a(idx, run_id, step_key, attempt, status, code, message, detail, started_at,
+                      finished_at, ord)
+            WHERE a.idx IN (SELECT idx FROM ok)
+            ORDER BY a.ord
+            {_ATTEMPT_UPSERT}),
+        run_updates AS (
+            UPDATE lashflow_runs r SET status = u.status, result = u.result, error = u.error,
+                waiting = u.waiting, wake_at = u.wake_at, updated_at = $31::float8,
+                lease_owner = CASE WHEN u.release THEN NULL ELSE r.lease_owner END,
+                lease_expires = CASE WHEN u.release THEN 0 ELSE r.lease_expires END
+            FROM unnest($32::int[], $33::text[], $34::text[], $35::text[], $36::text[],
+                        $37::text[], $38::float8[], $39::boolean[])
+                 AS u(idx, run_id, status, result, error, waiting, wake_at, release)
+            WHERE r.run_id = u.run_id AND u.idx IN (SELECT idx FROM ok))
+        SELECT idx FROM ok"""
+
+    async def _apply_in_one_statement(self, conn: asyncpg.Connection, changes: list[Commit],
+                                      rows: "_GroupRows") -> set[int]:
+        found = await conn.fetch(
+            self._GROUP_STATEMENT, sorted({change.run_id for change in changes}),
+            list(range(len(changes))), [change.run_id for change in changes],
+            [change.generation for change in changes],
+            *_columns(rows.blobs, 3), *_columns(rows.steps, 13), *_columns(rows.attempts, 10),
+            time.time(), *_columns(rows.runs, 8))
+        return {row[0] for row in found}
+
+    async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
+                                    rows: "_GroupRows") -> set[int]:
         async with conn.transaction():
-            # Lock every run row the group touches, in one fixed order (no deadlocks between
-            # workers); a lease taken over meanwhile shows here as a newer generation.
-            rows = await conn.fetch(
+            locked = await conn.fetch(
                 "SELECT run_id, generation FROM lashflow_runs WHERE run_id = ANY($1::text[]) "
                 "ORDER BY run_id FOR UPDATE", sorted({change.run_id for change in changes}))
-            generations = {row[0]: row[1] for row in rows}
-            for change in changes:
-                if change.generation is not None and generations.get(change.run_id) != change.generation:
-                    results.append(Fenced(f"run {change.run_id} is driven by another worker"))
-                    continue
-                self._collect(change, blobs, steps, attempts, runs)
-                results.append(None)
-            if blobs:
+            generations = {row[0]: row[1] for row in locked}
+            ok = {index for index, change in enumerate(changes)
+                  if change.generation is None or generations.get(change.run_id) == change.generation}
+
+            def passed(table: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+                return [row[1:] for row in table if row[0] in ok]  # in commit order
+            if blobs := passed(rows.blobs):
                 await conn.executemany("INSERT INTO lashflow_blobs (hash, data) VALUES ($1, $2) "
-                                       "ON CONFLICT (hash) DO NOTHING", list(blobs.items()))
-            if steps:
+                                       "ON CONFLICT (hash) DO NOTHING", blobs)
+            if steps := passed(rows.steps):
                 await conn.executemany(
-                    "INSERT INTO lashflow_steps (run_id, step_key, seq, kind, tool, args_hash, "
-                    "status, outcome, blob, detail, created_at, updated_at) VALUES "
-                    "($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) ON CONFLICT (run_id, step_key) DO "
-                    "UPDATE SET status = EXCLUDED.status, outcome = EXCLUDED.outcome, blob = "
-                    "EXCLUDED.blob, detail = EXCLUDED.detail, updated_at = EXCLUDED.updated_at",
-                    steps)
-            if attempts:
+                    f"INSERT INTO lashflow_steps ({_STEP_COLUMNS}) VALUES "
+                    f"($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) {_STEP_UPSERT}", steps)
+            if attempts := passed(rows.attempts):
                 await conn.executemany(
-                    "INSERT INTO lashflow_attempts (run_id, step_key, attempt, status, code, "
-                    "message, detail, started_at, finished_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
-                    "ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status = "
-                    "EXCLUDED.status, code = EXCLUDED.code, message = EXCLUDED.message, detail = "
-                    "EXCLUDED.detail, finished_at = EXCLUDED.finished_at", attempts)
-            if runs:
+                    f"INSERT INTO lashflow_attempts ({_ATTEMPT_COLUMNS}) VALUES "
+                    f"($1,$2,$3,$4,$5,$6,$7,$8,$9) {_ATTEMPT_UPSERT}", attempts)
+            if runs := passed(rows.runs):
+                now = time.time()
                 await conn.executemany(
-                    "UPDATE lashflow_runs SET status = $1, result = $2, error = $3, waiting = $4, "
-                    "wake_at = $5, updated_at = $6, "
+                    "UPDATE lashflow_runs SET status = $2, result = $3, error = $4, waiting = $5, "
+                    "wake_at = $6, updated_at = $8, "
                     "lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END, "
                     "lease_expires = CASE WHEN $7 THEN 0 ELSE lease_expires END "
-                    "WHERE run_id = $8", runs)
-        return results
-
-    @staticmethod
-    def _collect(change: Commit, blobs: dict[str, str], steps: list[tuple[Any, ...]],
-                 attempts: list[tuple[Any, ...]], runs: list[tuple[Any, ...]]) -> None:
-        """Turn one commit into rows; statements run per table, each in commit order."""
-        for step in change.steps:
-            outcome: str | None = _dumps(step.outcome)
-            blob = None
-            if len(outcome) > BLOB_THRESHOLD:
-                blob = hashlib.sha256(outcome.encode()).hexdigest()
-                blobs[blob] = outcome
-                outcome = None
-            steps.append((step.run_id, step.step_key, step.seq, step.kind, step.tool, step.args_hash,
-                          step.status, outcome, blob, _dumps(step.detail), float(step.created_at),
-                          float(step.updated_at)))
-        for attempt in change.attempts:
-            attempts.append((attempt.run_id, attempt.step_key, attempt.attempt, attempt.status,
-                             attempt.code, attempt.message, _dumps(attempt.detail),
-                             _float_or_none(attempt.started_at), _float_or_none(attempt.finished_at)))
-        if change.run is not None:
-            run = change.run
-            runs.append((run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
-                         _float_or_none(run.wake_at), time.time(), run.release_lease,
-                         change.run_id))
+                    "WHERE run_id = $1", [(*run, now) for run in runs])
+        return ok
 
     # -- completions and signals ---------------------------------------------------------
     _COMPLETION_COLUMNS = ("run_id, step_key, waiting, deadline_at, on_timeout, on_cancel, module, "

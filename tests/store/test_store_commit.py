@@ -209,3 +209,38 @@ async def test_close_waits_for_queued_commits(backend: Any) -> None:
     await asyncio.gather(*pending)
     async with backend.make() as reopened:
         assert len((await reopened.load_journal("r"))[0]) == 5
+
+
+async def test_a_group_that_writes_a_row_twice_applies_the_writes_in_order(
+        backend: Any, store: Store, count_transactions: Counter) -> None:
+    generation = await started_run(store, "r")
+    stale = await started_run(store, "s")
+    await store.claim("s", "w2", ttl=60, now=100.0)
+    counter = count_transactions(store)
+    started = Commit("r", generation,
+                     steps=[StepRecord("r", "k:0", "tool", tool="t", status="started", seq=0,
+                                       created_at=1.0, updated_at=1.0)],
+                     attempts=[AttemptRecord("r", "k:0", 1, "started", started_at=1.0)],
+                     run=RunChange("running"))
+    finished = Commit("r", generation,
+                      steps=[StepRecord("r", "k:0", "tool", tool="t", status="done", outcome="v",
+                                        seq=0, created_at=2.0, updated_at=2.0)],
+                      attempts=[AttemptRecord("r", "k:0", 1, "ok", started_at=2.0, finished_at=2.0),
+                                AttemptRecord("r", "k:0", 2, "ok")],
+                      run=RunChange("finished", result="v", release_lease=True))
+    fenced = Commit("s", stale, steps=[StepRecord("s", "k:0", "tool", status="started")],
+                    run=RunChange("failed"))
+    results = await asyncio.gather(store.commit(started), store.commit(fenced),
+                                   store.commit(finished), return_exceptions=True)
+    assert counter[0] == 1
+    assert results[0] is None and isinstance(results[1], Fenced) and results[2] is None
+    async with backend.make() as other:
+        steps, attempts = await other.load_journal("r")
+        assert [(s.status, s.outcome, s.created_at, s.updated_at) for s in steps] == [
+            ("done", "v", 1.0, 2.0)]
+        assert [(a.attempt, a.status, a.started_at) for a in attempts] == [(1, "ok", 1.0),
+                                                                           (2, "ok", None)]
+        run = await other.get_run("r")
+        assert run is not None and (run.status, run.result, run.lease_owner) == ("finished", "v", None)
+        assert await other.load_journal("s") == ([], [])
+        assert (await other.get_run("s")).status == "queued"  # type: ignore[union-attr]

@@ -127,3 +127,34 @@ async def test_many_runs_claimed_concurrently_each_once(backend: Any) -> None:
                 won.setdefault(run_id, []).append(owner)
         assert sorted(won) == sorted(f"r{i}" for i in range(30))
         assert all(len(owners) == 1 for owners in won.values())
+
+
+async def test_a_worker_racing_a_takeover_never_writes_after_it(backend: Any) -> None:
+    async with backend.make() as old_worker, backend.make() as new_worker:
+        await old_worker.create_run(make_run("r"))
+        generation = await old_worker.claim("r", "w1", ttl=1, now=0.0)
+        assert generation is not None
+        acknowledged: list[str] = []
+
+        async def keep_writing() -> None:
+            n = 0
+            while True:
+                key = f"s{n}:0"
+                try:
+                    await old_worker.commit(Commit("r", generation,
+                                                   steps=[StepRecord("r", key, "tool", seq=n)]))
+                except Fenced:
+                    return
+                acknowledged.append(key)
+                n += 1
+
+        writer = asyncio.ensure_future(keep_writing())
+        while len(acknowledged) < 5:
+            await asyncio.sleep(0.005)
+        assert await new_worker.claim("r", "w2", ttl=60, now=10.0) == generation + 1
+        at_takeover = len(acknowledged)
+        await asyncio.wait_for(writer, 10)
+        # at most the one write already in flight lands; everything acknowledged is there
+        assert len(acknowledged) <= at_takeover + 1
+        steps, _ = await new_worker.load_journal("r")
+        assert [s.step_key for s in steps] == acknowledged

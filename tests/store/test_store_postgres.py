@@ -105,3 +105,26 @@ async def test_an_unopened_or_closed_store_says_so(postgres_backend: Any) -> Non
         pass
     with pytest.raises(DbError, match="not open"):
         await store.commit(Commit("r", None))
+
+
+async def test_a_plain_group_is_one_statement_and_a_rewriting_group_a_transaction(
+        postgres_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    used: list[str] = []
+    for name in ("_apply_in_one_statement", "_apply_in_transaction"):
+        original = getattr(PostgresStore, name)
+
+        def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
+            used.append(_name)
+            return _original(self, *args)
+        monkeypatch.setattr(PostgresStore, name, spy)
+    async with postgres_backend.make() as store:
+        await store.create_run(make_run("r"))
+        await asyncio.gather(*[store.commit(Commit("r", None, steps=[
+            StepRecord("r", f"k{i}", "tool", seq=i)])) for i in range(3)])
+        assert used == ["_apply_in_one_statement"]
+        await asyncio.gather(*[store.commit(Commit("r", None, steps=[
+            StepRecord("r", "same", "tool", seq=9, outcome=i)])) for i in range(3)])
+        assert used == ["_apply_in_one_statement", "_apply_in_transaction"]
+        steps, _ = await store.load_journal("r")
+        assert [(s.step_key, s.outcome) for s in steps] == [
+            ("k0", None), ("k1", None), ("k2", None), ("same", 2)]
