@@ -8,8 +8,8 @@ maximum size and ``?statement_cache_size=0`` suits pgbouncer; every other URL pa
 goes to asyncpg / the server unchanged.
 
 Round trips are what a step costs here, so hot paths are single statements (claim,
-renew, completion rows) and a group commit is one transaction of a few pipelined
-``executemany`` calls, whatever the number of runs in the group.
+renew, completion rows) and a group commit is ONE statement whatever the number of runs
+in the group (see ``_GROUP_STATEMENT``); ADR 0006 says why asyncpg.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def _split_url(url: str) -> tuple[str, dict[str, int]]:
     ``statement_cache_size=0`` is for transaction-pooling proxies such as pgbouncer."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        if "," not in parts.netloc:  # one host (asyncpg also takes a list of them)
+            parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError as exc:
         raise DbError(f"bad database URL {_redacted(url)}: {_one_line(exc)}") from None
     if parts.scheme not in ("postgresql", "postgres"):
@@ -215,6 +216,9 @@ class PostgresStore(Store):
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None
         self._secret: bytes | None = None
+        # Sources are content-addressed and never deleted: once one is known to be stored,
+        # later put/get of that hash need no round trip.
+        self._sources: dict[str, str] = {}
 
     # -- plumbing ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -308,13 +312,25 @@ class PostgresStore(Store):
         return self._secret
 
     async def put_source(self, source_hash: str, text: str) -> None:
+        if source_hash in self._sources:
+            return
         # BYTEA, not TEXT: a source file may hold characters (NUL) a TEXT column refuses.
-        await self._fetchval("INSERT INTO lashflow_sources (hash, text) VALUES ($1, $2) "
-                             "ON CONFLICT (hash) DO NOTHING", source_hash, text.encode())
+        stored = await self._fetchval(
+            "WITH new AS (INSERT INTO lashflow_sources (hash, text) VALUES ($1, $2) "
+            "ON CONFLICT (hash) DO NOTHING RETURNING text) "
+            "SELECT text FROM new UNION ALL SELECT text FROM lashflow_sources WHERE hash = $1",
+            source_hash, text.encode())
+        self._sources[source_hash] = text if stored is None else bytes(stored).decode()
 
     async def get_source(self, source_hash: str) -> str | None:
+        cached = self._sources.get(source_hash)
+        if cached is not None:
+            return cached
         value = await self._fetchval("SELECT text FROM lashflow_sources WHERE hash = $1", source_hash)
-        return None if value is None else bytes(value).decode()
+        if value is None:
+            return None
+        self._sources[source_hash] = text = bytes(value).decode()
+        return text
 
     # -- runs ------------------------------------------------------------------------
     _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "

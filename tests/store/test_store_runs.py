@@ -72,12 +72,17 @@ async def test_run_ids_sort_by_code_point_on_ties(store: Store) -> None:
     assert [r.run_id for r in await store.list_runs()] == sorted(["b", "B", "a", "A", "_", "é"])
 
 
-async def test_sources_are_content_addressed_and_exact(store: Store) -> None:
+async def test_sources_are_content_addressed_and_exact(backend: Any, store: Store) -> None:
     text = "process p() { finish 1 }\n// ünïcode ✓ and a NUL \x00 byte\n"
     await store.put_source("h1", text)
     await store.put_source("h1", "ignored: the hash is already stored")
     assert await store.get_source("h1") == text
     assert await store.get_source("missing") is None
+    async with backend.make() as other:  # another process: first writer wins there too
+        await other.put_source("h1", "ignored as well")
+        assert await other.get_source("h1") == text
+        await other.put_source("h2", "second")
+    assert await store.get_source("h2") == "second"
 
 
 async def test_request_cancel_sets_the_flag(store: Store) -> None:
