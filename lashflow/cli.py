@@ -220,7 +220,6 @@ def worker(
 ) -> None:
     """Run queued runs (from `submit`), orphaned runs and due timers until stopped
     (Ctrl-C or SIGTERM: the runs in flight are finished first)."""
-    display = Display(as_json)
 
     async def go() -> int:
         stop = asyncio.Event()
@@ -230,23 +229,19 @@ def worker(
                 loop.add_signal_handler(sig, stop.set)
             except (NotImplementedError, RuntimeError):  # not the main thread (test runners)
                 pass
-        done: list[Any] = []
+        settled: dict[str, None] = {}  # run ids in the order their drives ended
         async with engine(db, tools, concurrency=concurrency) as eng:
             if not as_json and not once:
                 stderr(f"worker {eng.owner}: polling every {poll:g} s, {concurrency} runs at once")
-            while True:
-                outcomes = await eng.recover()
-                done.extend(outcomes)
-                if not as_json:
-                    for outcome in outcomes:
-                        render_outcome(display, outcome)
-                if once or stop.is_set():
-                    break
-                try:
-                    await asyncio.wait_for(stop.wait(), timeout=poll)
-                    break
-                except asyncio.TimeoutError:
-                    pass
+            def on_event(event: dict[str, Any]) -> None:
+                if event["type"] == "run":
+                    settled.setdefault(event["run_id"])
+                    if not as_json:  # one line per drive, as it ends
+                        stdout(f"run {event['run_id']} {event['status']}")
+
+            eng.listeners.append(on_event)
+            await eng.work(concurrency, stop=stop, poll=poll, idle_exit=0.0 if once else None)
+            done = [await eng.get(run_id) for run_id in settled]
         if as_json:
             stdout(dumps({"recovered": [o.to_json() for o in done]}))
         return 0

@@ -440,6 +440,10 @@ class Engine:
                 "message": f"lashflow stopped this run on an internal error: "
                            f"{type(exc).__name__}: {exc}; the journal is intact, "
                            f"`lashflow resume {run.run_id}` retries"})
+        if ctx.cancel_requested and change.status in ("finished", "failed"):
+            # the cancel landed while an attempt was in flight: the call came back cancelled
+            # and the program ended on it (e.g. through `?`); the run was cancelled.
+            return await self._settle_cancelled(ctx, host)
         change.release_lease = True
         await self.store.commit(Commit(run.run_id, ctx.generation, run=change))
         run.status, run.result, run.error, run.waiting = (change.status, change.result,

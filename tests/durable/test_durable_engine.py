@@ -413,3 +413,22 @@ async def test_limits_end_the_run_with_limit_exceeded(db_url: str) -> None:
         assert CALLS["add"] == 5
         fine = await engine.run("finish len(range(100))")
         assert fine.result == 100
+
+
+async def test_cancel_while_an_unwrapped_call_is_in_flight_ends_cancelled(db_url: str) -> None:
+    import asyncio
+
+    source = """
+    process p() {
+      r = await tools.hang({})?
+      finish r
+    }
+    """
+    async with Engine(db=db_url, tools=TOOLS + [hang]) as engine:
+        handle = await engine.start(source)
+        while CALLS.get("hang", 0) == 0:
+            await asyncio.sleep(0.01)
+        await engine.cancel(handle.run_id)
+        outcome = await asyncio.wait_for(handle.result(), timeout=5)
+        assert outcome.status is RunStatus.CANCELLED
+        assert outcome.error.code == "cancelled"
