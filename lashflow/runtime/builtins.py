@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from lashflow.errors import LimitExceeded
 from lashflow.runtime.errors import type_error, value_error
-from lashflow.runtime.limits import ACTIVE, check_seq, check_str
+from lashflow.runtime.limits import ACTIVE, charge, check_seq, check_str, tick
 from lashflow.runtime.schema import validate
 from lashflow.runtime.values import (
     RUST_WHITESPACE, as_index, display, equal, from_json, num, text, type_name,
@@ -41,6 +41,7 @@ def empty(x: Any) -> bool:
 
 def keys(r: Any) -> list:
     if type(r) is dict:
+        charge(len(r))
         return list(r)
     if r is None:
         return []
@@ -49,6 +50,7 @@ def keys(r: Any) -> list:
 
 def values(r: Any) -> list:
     if type(r) is dict:
+        charge(len(r))
         return list(r.values())
     if r is None:
         return []
@@ -56,7 +58,9 @@ def values(r: Any) -> list:
 
 
 def trim(s: Any) -> str:
-    return text(s).strip(RUST_WHITESPACE)
+    src = text(s)
+    charge(len(src))
+    return src.strip(RUST_WHITESPACE)
 
 
 def to_string(x: Any) -> str:
@@ -78,6 +82,7 @@ def _reject_constant(name: str) -> Any:
 
 def json_parse(s: Any) -> Any:
     src = text(s)
+    tick(len(src) // 2)  # parsed, then converted node by node
     try:
         data = json.loads(src, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -90,8 +95,10 @@ def json_parse(s: Any) -> Any:
 def contains(h: Any, n: Any) -> bool:
     t = type(h)
     if t is str:
+        charge(len(h))
         return text(n) in h
     if t is list or t is tuple:
+        tick(len(h))
         for item in h:
             if equal(item, n):
                 return True
@@ -106,15 +113,20 @@ def contains(h: Any, n: Any) -> bool:
 
 
 def starts_with(s: Any, p: Any) -> bool:
-    return text(s).startswith(text(p))
+    prefix = text(p)
+    charge(len(prefix))
+    return text(s).startswith(prefix)
 
 
 def ends_with(s: Any, p: Any) -> bool:
-    return text(s).endswith(text(p))
+    suffix = text(p)
+    charge(len(suffix))
+    return text(s).endswith(suffix)
 
 
 def split(s: Any, sep: Any) -> list:
     src, on = text(s), text(sep)
+    charge(len(src))
     if on == "":  # Rust: empty pattern matches around every char
         return check_seq(["", *src, ""])
     return check_seq(src.split(on))
@@ -123,6 +135,7 @@ def split(s: Any, sep: Any) -> list:
 def join(xs: Any, sep: Any) -> str:
     if type(xs) is not list and type(xs) is not tuple:
         raise type_error("`join` requires a tuple or list as the first argument")
+    tick(2 * len(xs))
     return check_str(text(sep).join([text(x) for x in xs]))
 
 
@@ -133,6 +146,7 @@ def find(s: Any, needle: Any, start: Any = 0.0) -> float | None:
     begin = int(start)
     if begin > len(src):
         return None
+    charge(len(src) - begin)
     at = src.find(pat, begin)
     return None if at < 0 else float(at)
 
@@ -149,7 +163,10 @@ def grep_text(s: Any, needle: Any) -> list:
     if pat == "":
         raise value_error("`grep_text` needle must not be empty")
     hits = []
-    for number, line in enumerate(_rust_lines(src), start=1):
+    charge(len(src))
+    lines = _rust_lines(src)
+    tick(len(lines))
+    for number, line in enumerate(lines, start=1):
         at = line.find(pat)
         if at >= 0:
             hits.append({
@@ -174,12 +191,14 @@ def slice_(x: Any, start: Any, end: Any) -> Any:
         return min(max(k, 0), n)
 
     lo, hi = bound(start, 0), bound(end, n)
+    charge(hi - lo)
     return x[lo:hi] if lo < hi else x[0:0]
 
 
 def push(xs: Any, item: Any) -> list:
     if type(xs) is not list:
         raise type_error("`push` requires a list as the first argument")
+    charge(len(xs))
     out = xs + [item]
     return check_seq(out)
 
@@ -205,6 +224,7 @@ def range_(*args: Any) -> list:
     limit = ACTIVE.limits.max_range_items
     if len(r) > limit:
         raise LimitExceeded(f"`range` would create more than {limit} items")
+    tick(len(r) // 4)
     return [float(i) for i in r]
 
 

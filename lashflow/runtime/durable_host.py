@@ -125,17 +125,17 @@ class DurableHost:
 
     # -- the seam --------------------------------------------------------------------------
     async def perform(self, effect: fx.Effect) -> Any:
+        kind = type(effect)
+        if kind is fx.Finish or kind is fx.Fail:  # the end of the run, not an effect to count
+            return effect.value  # type: ignore[union-attr]
         self.effects += 1
         limit = self.engine.limits.max_effects
         if self.effects > limit:
             from ..errors import LimitExceeded
             raise LimitExceeded(f"the run performed more than {limit} effects")
-        kind = type(effect)
         if kind is fx.ToolCall:
             self._check_cancel()
             return await self._tool_call(effect)  # type: ignore[arg-type]
-        if kind is fx.Finish or kind is fx.Fail:
-            return effect.value  # type: ignore[union-attr]
         self._check_cancel()
         handler = _HANDLERS[kind]
         return await handler(self, effect)

@@ -13,6 +13,7 @@ from lashflow.errors import LimitExceeded
 
 LIST_ITEM_BYTES = 16  # estimated bytes per list/tuple item
 RECORD_ENTRY_BYTES = 64  # estimated bytes per record entry
+WORK_PER_STEP = 16  # items or characters copied or scanned per interpreter step
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,15 @@ def tick(n: int = 1) -> None:
         raise steps_exhausted()
 
 
+def charge(size: int) -> None:
+    """Spend steps for work that grows with a value's size: a copy, a concatenation, a
+    scan (one step per ``WORK_PER_STEP`` items or characters). Without it one statement
+    in a loop, one step each time round, could copy a big value every time and run for
+    hours inside ``max_steps``."""
+    if size >= WORK_PER_STEP:
+        tick(size // WORK_PER_STEP)
+
+
 def too_big(what: str, size: int) -> LimitExceeded:
     return LimitExceeded(
         f"{what} would take about {size} bytes, over the limit of "
@@ -65,8 +75,10 @@ def too_big(what: str, size: int) -> LimitExceeded:
 
 
 def check_str(s: str) -> str:
+    """A string just built (concatenation, ``to_string``, ``join``, ``format``)."""
     if len(s) > ACTIVE.limits.max_value_bytes:
         raise too_big("a string", len(s))
+    charge(len(s))
     return s
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from lashflow.lang import ast
 from lashflow.runtime.errors import type_error, value_error
+from lashflow.runtime.limits import tick
 from lashflow.runtime.values import display
 
 TYPE_KEY = "$lash_type"
@@ -114,6 +115,7 @@ def first_failure(v: Any, schema: dict[str, Any], path: str = "$") -> tuple[str,
     if members is not None and v not in members:
         return path, f"expected one of [{', '.join(members)}], got {display(v)}"
     if name == "object":
+        tick(1)  # shared sub-records can make the walk exponential: every visit costs
         required = schema.get("required", [])
         for field, sub in schema.get("properties", {}).items():
             if field not in v:
@@ -124,6 +126,7 @@ def first_failure(v: Any, schema: dict[str, Any], path: str = "$") -> tuple[str,
             if failure is not None:
                 return failure
     elif name == "array" and "items" in schema:
+        tick(2 * len(v))
         for i, item in enumerate(v):
             failure = first_failure(item, schema["items"], f"{path}[{i}]")
             if failure is not None:

@@ -15,7 +15,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from lashflow.runtime.errors import type_error
-from lashflow.runtime.limits import ACTIVE, LIST_ITEM_BYTES, too_big
+from lashflow.runtime.limits import ACTIVE, LIST_ITEM_BYTES, charge, tick, too_big
 
 
 class _Unset:
@@ -96,6 +96,7 @@ def equal(a: Any, b: Any) -> bool:
             return True
         if len(a) != len(b):
             return False
+        tick(1 + len(a))  # shared sub-lists can make this exponential: every visit costs
         for x, y in zip(a, b):
             if not equal(x, y):
                 return False
@@ -105,6 +106,7 @@ def equal(a: Any, b: Any) -> bool:
             return True
         if len(a) != len(b):
             return False
+        tick(1 + len(a))
         for k, x in a.items():
             if k not in b or not equal(x, b[k]):
                 return False
@@ -127,6 +129,7 @@ RUST_WHITESPACE = (
 
 def parse_float(s: str) -> float | None:
     """Rust ``str::parse::<f64>`` on trimmed text; empty text is 0."""
+    charge(len(s))
     s = s.strip(RUST_WHITESPACE)
     if not s:
         return 0.0
@@ -273,6 +276,7 @@ def _write_json(v: Any, out: list[str], budget: _Budget) -> None:
         budget.spend(4)
     elif t is list or t is tuple:
         budget.spend(2 + len(v))
+        tick(2 * len(v))  # text is built item by item: as slow as a loop over them
         out.append("[")
         first = True
         for item in v:
@@ -283,6 +287,7 @@ def _write_json(v: Any, out: list[str], budget: _Budget) -> None:
         out.append("]")
     elif t is dict:
         budget.spend(2 + len(v))
+        tick(2 * len(v))
         out.append("{")
         first = True
         for key in sorted(v):
