@@ -169,6 +169,13 @@ class Store(abc.ABC):
         """A waiting run has something to act on (a completion or signal arrived, a child
         settled): make it due at ``at`` so a worker picks it up."""
 
+    async def wake(self, run_id: str, at: float) -> None:
+        """Something for the run was delivered (completion, signal, child settled): make
+        it due if it is waiting and, if it is running, leave ``at`` on the row so it is
+        due as soon as it parks (the delivery may have raced its park). A backend that
+        cannot do the latter only marks waiting runs due."""
+        await self.mark_due(run_id, at)
+
     @abc.abstractmethod
     async def set_note(self, run_id: str, note: str | None) -> None:
         """An operator-facing note on the run (e.g. which worker lacks which tools)."""

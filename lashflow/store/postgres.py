@@ -10,6 +10,10 @@ goes to asyncpg / the server unchanged.
 Round trips are what a step costs here, so hot paths are single statements (claim,
 renew, completion rows) and a group commit is ONE statement whatever the number of runs
 in the group (see ``_GROUP_STATEMENT``); ADR 0006 says why asyncpg.
+
+Idle workers sleep in ``wait_for_work`` until a ``NOTIFY`` on the schema's channel (sent
+by the statement that made a run claimable, so it arrives only once that is committed)
+or their poll interval passes (``pg_wakeups``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .base import (
     StepRecord, Store,
 )
 from .leases import owner_is_dead
+from .pg_wakeups import WorkListener, channel_for
 
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
 
@@ -145,6 +150,9 @@ _ATTEMPT_COLUMNS = ("run_id, step_key, attempt, status, code, message, detail, s
 _ATTEMPT_UPSERT = ("ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status = "
                    "EXCLUDED.status, code = EXCLUDED.code, message = EXCLUDED.message, "
                    "detail = EXCLUDED.detail, finished_at = EXCLUDED.finished_at")
+# A run that parks keeps an earlier wake time left on its row by ``mark_due`` while it was
+# running (a completion or signal that raced the park); LEAST ignores NULLs.
+_WAKE_AT = "CASE WHEN {new}.status = 'waiting' THEN LEAST(r.wake_at, {new}.wake_at) ELSE {new}.wake_at END"
 
 
 @dataclass(slots=True)
@@ -219,6 +227,9 @@ class PostgresStore(Store):
         # Sources are content-addressed and never deleted: once one is known to be stored,
         # later put/get of that hash need no round trip.
         self._sources: dict[str, str] = {}
+        self._channel = ""  # NOTIFY channel of this schema, known once open
+        self._listener: WorkListener | None = None
+        self._dead_owners: set[str] = set()  # owner ids are never reused: dead stays dead
 
     # -- plumbing ----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -265,10 +276,13 @@ class PostgresStore(Store):
             with self._errors():
                 async with pool.acquire() as conn:
                     await self._migrate(conn)
+                    self._channel = channel_for(await conn.fetchval("SELECT current_schema()"))
         except BaseException:
             pool.terminate()
             raise
         self._pool = pool
+        self._listener = WorkListener(dsn, options, self._channel, self.connect_timeout,
+                                      self._display)
 
     async def _migrate(self, conn: asyncpg.Connection) -> None:
         """Bring the schema to ``SCHEMA_VERSION``; the advisory lock keeps workers that
@@ -297,6 +311,9 @@ class PostgresStore(Store):
     async def close(self) -> None:
         while self._flushing or self._queue:
             await asyncio.sleep(0.001)
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             try:
@@ -347,15 +364,17 @@ class PostgresStore(Store):
             cancel_requested=bool(row[15]), wake_at=row[16], meta=_loads(row[17]) or {})
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        # A new queued run wakes the idle workers (the NOTIFY goes out with the commit).
         row = await self._fetchrow(
             f"INSERT INTO lashflow_runs ({self._RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
             f"$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
-            f"RETURNING {self._RUN_COLUMNS}",
+            f"RETURNING {self._RUN_COLUMNS}, "
+            f"CASE WHEN status = 'queued' THEN pg_notify($19, '') END",
             run.run_id, run.parent_run_id, run.process, run.source_hash, _dumps(run.input),
             run.input_hash, run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            None if run.wake_at is None else float(run.wake_at), _dumps(run.meta))
+            None if run.wake_at is None else float(run.wake_at), _dumps(run.meta), self._channel)
         if row is not None:
             return self._run_from_row(row), True
         existing = await self.get_run(run.run_id)
@@ -449,10 +468,69 @@ class PostgresStore(Store):
         return [run_id for run_id, owner, expires in rows
                 if owner is None or expires < now or owner_is_dead(owner)]
 
+    # Ready runs, oldest first by when they became ready (created, or due), plus the local
+    # owners holding live leases (one per worker process on this host), to check for dead.
+    _CLAIMABLE = """
+        (SELECT run_id, NULL AS owner FROM (
+            SELECT run_id, created_at AS ready_at FROM lashflow_runs
+            WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
+            UNION ALL
+            SELECT run_id, wake_at FROM lashflow_runs
+            WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1) ready
+         ORDER BY ready_at, run_id LIMIT $2)
+        UNION ALL
+        (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
+         WHERE status IN ('running', 'queued') AND lease_expires >= $1 AND lease_owner LIKE $3)"""
+
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        """At most ``limit`` runs, in one round trip (a second only when a local owner
+        died): workers polling at once must not each read the whole queue.
+
+        Runs held by a dead owner on this host come first, then the others by the time
+        they became ready (created or due), oldest first.
+        """
+        rows = await self._fetch(self._CLAIMABLE, float(now), limit,
+                                 _like_escape(socket.gethostname()) + ":%")
+        ready = [row[0] for row in rows if row[0] is not None]
+        dead = [row[1] for row in rows if row[1] is not None and self._owner_dead(row[1])]
+        if not dead:
+            return ready
+        orphans = await self._fetch(
+            "SELECT run_id FROM lashflow_runs WHERE status IN ('running', 'queued') AND "
+            "lease_owner = ANY($1::text[]) ORDER BY created_at, run_id LIMIT $2", dead, limit)
+        found = [row[0] for row in orphans]
+        return (found + [run_id for run_id in ready if run_id not in found])[:limit]
+
+    def _owner_dead(self, owner: str) -> bool:
+        if owner in self._dead_owners:
+            return True
+        if owner_is_dead(owner):
+            self._dead_owners.add(owner)
+            return True
+        return False
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Sleep until a NOTIFY says a run became claimable, or ``timeout`` (polling)."""
+        if self._listener is None:
+            raise DbError("the store is not open")
+        await self._listener.wait(timeout)
+
     async def mark_due(self, run_id: str, at: float) -> None:
+        await self._mark(run_id, at, ("waiting",))
+
+    async def wake(self, run_id: str, at: float) -> None:
+        """Also on a ``running`` run: it may be parking on what was just delivered, in a
+        commit the deliverer cannot see yet. The wake time left on the row survives that
+        commit (``_WAKE_AT``), so the wake-up is not lost; at worst the run is driven once
+        more for nothing."""
+        await self._mark(run_id, at, ("waiting", "running"))
+
+    async def _mark(self, run_id: str, at: float, statuses: tuple[str, ...]) -> None:
         await self._fetchval(
             "UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > $1 THEN $1 "
-            "ELSE wake_at END WHERE run_id = $2 AND status = 'waiting'", float(at), run_id)
+            "ELSE wake_at END WHERE run_id = $2 AND status = ANY($3::text[]) "
+            "RETURNING CASE WHEN status = 'waiting' THEN pg_notify($4, '') END",
+            float(at), run_id, list(statuses), self._channel)
 
     async def set_note(self, run_id: str, note: str | None) -> None:
         # Read-modify-write of the JSON text under the row lock (a jsonb round trip would
@@ -594,13 +672,18 @@ class PostgresStore(Store):
             {_ATTEMPT_UPSERT}),
         run_updates AS (
             UPDATE lashflow_runs r SET status = u.status, result = u.result, error = u.error,
-                waiting = u.waiting, wake_at = u.wake_at, updated_at = $31::float8,
+                waiting = u.waiting, wake_at = {_WAKE_AT.format(new="u")},
+                updated_at = $31::float8,
                 lease_owner = CASE WHEN u.release THEN NULL ELSE r.lease_owner END,
                 lease_expires = CASE WHEN u.release THEN 0 ELSE r.lease_expires END
             FROM unnest($32::int[], $33::text[], $34::text[], $35::text[], $36::text[],
                         $37::text[], $38::float8[], $39::boolean[])
                  AS u(idx, run_id, status, result, error, waiting, wake_at, release)
-            WHERE r.run_id = u.run_id AND u.idx IN (SELECT idx FROM ok))
+            WHERE r.run_id = u.run_id AND u.idx IN (SELECT idx FROM ok)
+            -- claimable now (handed back, or parked but already due): wake idle workers
+            RETURNING CASE WHEN (u.release AND r.status IN ('queued', 'running'))
+                OR (r.status = 'waiting' AND r.wake_at <= $31::float8)
+                THEN pg_notify($40::text, '') END)
         SELECT idx FROM ok"""
 
     async def _apply_in_one_statement(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -610,7 +693,7 @@ class PostgresStore(Store):
             list(range(len(changes))), [change.run_id for change in changes],
             [change.generation for change in changes],
             *_columns(rows.blobs, 3), *_columns(rows.steps, 13), *_columns(rows.attempts, 10),
-            time.time(), *_columns(rows.runs, 8))
+            time.time(), *_columns(rows.runs, 8), self._channel)
         return {row[0] for row in found}
 
     async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -639,11 +722,16 @@ class PostgresStore(Store):
             if runs := passed(rows.runs):
                 now = time.time()
                 await conn.executemany(
-                    "UPDATE lashflow_runs SET status = $2, result = $3, error = $4, waiting = $5, "
-                    "wake_at = $6, updated_at = $8, "
+                    "UPDATE lashflow_runs r SET status = $2, result = $3, error = $4, waiting = $5, "
+                    f"wake_at = {_WAKE_AT.format(new='u')}, updated_at = $8, "
                     "lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END, "
                     "lease_expires = CASE WHEN $7 THEN 0 ELSE lease_expires END "
+                    "FROM (SELECT $2::text AS status, $6::float8 AS wake_at) u "
                     "WHERE run_id = $1", [(*run, now) for run in runs])
+                # claimable now, or perhaps due (a spurious wake-up costs one look)
+                if any((release and status in ("queued", "running")) or status == "waiting"
+                       for _, status, _, _, _, _, release in runs):
+                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
         return ok
 
     # -- completions and signals ---------------------------------------------------------
