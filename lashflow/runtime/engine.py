@@ -348,6 +348,8 @@ class Engine:
         try:
             return await self._execute(ctx)
         except Fenced:
+            log.warning("run %s: its lease moved to another worker; this one stopped driving it",
+                        run_id)
             fresh = await self._require(run_id)
             return self._outcome(fresh)
         finally:
@@ -591,6 +593,8 @@ class Engine:
     async def _wake_parent(self, parent_id: str) -> None:
         """A child settled: drive its parent on if it was parked waiting for a child."""
         parent = await self.store.get_run(parent_id)
+        if parent is not None and parent.status == "running" and parent_id not in self._active:
+            await self.store.wake(parent_id, self.clock.now())  # parking on us elsewhere?
         if parent is not None and parent.status == "waiting" and parent_id not in self._active:
             if any(w.get("kind") == "child" for w in parent.waiting):
                 await self.store.mark_due(parent_id, self.clock.now())
@@ -615,6 +619,9 @@ class Engine:
 
     async def _after_delivery(self, run_id: str, resume: bool, relevant: Any) -> RunStatus:
         run = await self._require(run_id)
+        if run.status == "running":  # maybe parking on it elsewhere right now: Store.wake
+            await self.store.wake(run_id, self.clock.now())
+            return RunStatus.RUNNING
         if run.status != "waiting" or not relevant(run):
             return RunStatus(run.status)
         if resume and run_id not in self._active:
