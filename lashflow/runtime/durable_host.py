@@ -306,6 +306,26 @@ class DurableHost:
         return None
 
 
+_STEP_STATUSES = frozenset({"done", "pending", "started"})
+_TOOL_STATUSES = frozenset({"ok", "err", "failed", "exhausted", "cancelled", "pending"})
+
+
+def check_journal(run_id: str, steps: list[StepRecord]) -> None:
+    """What replay relies on, checked before anything replays: a row the store could
+    decode but that holds no usable step is ``JournalCorrupt``, never taken as truth."""
+    from ..store.base import JournalCorrupt
+
+    for step in steps:
+        outcome = step.outcome
+        if step.status not in _STEP_STATUSES:
+            raise JournalCorrupt.of(run_id, step.step_key, f"unknown status {step.status!r}")
+        if step.kind == "tool" and (
+                (step.status != "started" and not isinstance(outcome, dict))
+                or (outcome is not None and (not isinstance(outcome, dict)
+                                             or outcome.get("status") not in _TOOL_STATUSES))):
+            raise JournalCorrupt.of(run_id, step.step_key, "a tool step without a usable outcome")
+
+
 class _ParkMarker:
     __slots__ = ()
 

@@ -20,11 +20,12 @@ from typing import Any, Iterable
 
 from ..errors import LashflowError, LimitExceeded, RunConflict, UnknownRun, UsageError
 from ..store import Commit, Fenced, RunChange, RunRecord, open_store
+from ..store.base import JournalCorrupt
 from ..store.leases import new_owner_id
 from . import effects as fx
 from .canonical import digest
 from .durable_host import (
-    DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled,
+    DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled, check_journal,
 )
 from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
 
@@ -393,7 +394,13 @@ class Engine:
         from .vm import execute
 
         run = ctx.run
-        steps, attempts = await self.store.load_journal(run.run_id)
+        try:
+            steps, attempts = await self.store.load_journal(run.run_id)
+            check_journal(run.run_id, steps)
+        except JournalCorrupt as exc:
+            if not ctx.cancel_requested:
+                return await self._journal_corrupt(ctx, exc)
+            steps, attempts = [], []  # a cancel replays nothing
         host = DurableHost(self, ctx, steps, attempts)
         ctx.host = host
         if ctx.cancel_requested:
@@ -474,6 +481,15 @@ class Engine:
             pos = position_of(compiled.module.source, start)
             data["line"], data["column"] = pos.line, pos.column
         return data
+
+    async def _journal_corrupt(self, ctx: _RunContext, exc: JournalCorrupt) -> RunOutcome:
+        """A journal row cannot be trusted: never replay from it; an operator must look."""
+        change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message},
+                           release_lease=True)
+        await self.store.commit(Commit(ctx.run.run_id, ctx.generation, run=change))
+        ctx.run.status, ctx.run.error, ctx.run.waiting = change.status, change.error, []
+        self.notify({"type": "run", "run_id": ctx.run.run_id, "status": change.status})
+        return self._outcome(ctx.run)
 
     async def _settle_cancelled(self, ctx: _RunContext, host: DurableHost) -> RunOutcome:
         await self.tool_runner.cancel_pending(host)
@@ -675,7 +691,11 @@ class Engine:
 
     async def get(self, run_id: str) -> RunOutcome:
         run = await self._require(run_id)
-        steps, _ = await self.store.load_journal(run_id)
+        try:
+            steps, _ = await self.store.load_journal(run_id)
+            check_journal(run_id, steps)
+        except JournalCorrupt:
+            steps = []  # the run's own row still reads; steps() reports the corruption
         prints = [s.outcome["text"] for s in steps if s.kind == "print" and s.outcome]
         return self._outcome(run, prints=prints)
 
@@ -688,6 +708,7 @@ class Engine:
     async def steps(self, run_id: str) -> list[StepView]:
         await self._require(run_id)
         steps, attempts = await self.store.load_journal(run_id)
+        check_journal(run_id, steps)
         by_step: dict[str, list[AttemptView]] = {}
         for a in attempts:
             by_step.setdefault(a.step_key, []).append(AttemptView(

@@ -13,10 +13,23 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LashflowError
+from ..errors import DbError, LashflowError
 
 SCHEMA_VERSION = 1
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
+
+
+class JournalCorrupt(DbError):
+    """A journal row that cannot be trusted (not JSON, truncated, checksum mismatch, a
+    missing blob): the run is never replayed from it. ``details``: ``run_id``, ``step``."""
+
+    code = "journal_corrupt"
+
+    @classmethod
+    def of(cls, run_id: str, step_key: str, what: str) -> "JournalCorrupt":
+        return cls(f"run {run_id}: the journal row of step {step_key} is corrupt ({what}); it "
+                   "is not replayed. Restore the database from a backup, or inspect the row in "
+                   "the steps table", run_id=run_id, step=step_key)
 
 
 class Fenced(LashflowError):

@@ -18,13 +18,14 @@ import os
 import secrets
 import sqlite3
 import time
+import zlib
 from typing import Any, Callable, Iterator, TypeVar
 
 import aiosqlite
 
 from ..errors import DbError
 from .base import (
-    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunRecord,
+    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, JournalCorrupt, RunRecord,
     StepRecord, Store,
 )
 from .leases import owner_is_dead
@@ -71,6 +72,39 @@ def _dumps(value: Any) -> str:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _corrupt(run_id: str, step_key: str, what: str) -> JournalCorrupt:
+    return JournalCorrupt.of(run_id, step_key, what)
+
+
+def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:
+    try:
+        return _loads(text)
+    except (ValueError, TypeError) as exc:
+        raise _corrupt(run_id, step_key, f"{what} is not JSON: {exc}") from None
+
+
+def _step_from_row(run_id: str, row: tuple[Any, ...]) -> StepRecord:
+    """Decode one steps row, checking what a crash or a bad disk could have broken.
+
+    Each write stores ``crc`` (CRC-32 of the outcome text) in ``detail``, so a row whose
+    outcome still parses but was changed or cut is caught too; rows written before the
+    checksum existed are checked for JSON only (the engine checks what a step holds)."""
+    step_key = row[0]
+    text = row[6] if row[11] is not None else row[5]
+    if row[11] is not None and row[6] is None:
+        raise _corrupt(run_id, step_key, f"its outcome blob {row[11][:12]} is missing")
+    detail = _checked_json(run_id, step_key, "detail", row[7])
+    if detail is not None and not isinstance(detail, dict):
+        raise _corrupt(run_id, step_key, "detail is not an object")
+    detail = detail or {}
+    crc = detail.pop("crc", None)
+    if crc is not None and (text is None or zlib.crc32(text.encode()) != crc):
+        raise _corrupt(run_id, step_key, "the outcome does not match its checksum")
+    outcome = _checked_json(run_id, step_key, "outcome", text)
+    return StepRecord(run_id, step_key, row[1], row[2], row[3], row[4], outcome, detail, row[8],
+                      row[9], row[10])
 
 
 @contextlib.contextmanager
@@ -309,22 +343,22 @@ class SqliteStore(Store):
 
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        """The run's journal; a row that cannot be trusted raises ``JournalCorrupt``
+        (never a half-decoded step that replay would take as the truth)."""
         def read(conn: sqlite3.Connection) -> tuple[list[StepRecord], list[AttemptRecord]]:
             steps = []
             for row in conn.execute(
                     "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
-                    "s.detail, s.seq, s.created_at, s.updated_at FROM steps s LEFT JOIN blobs b "
-                    "ON b.hash = s.blob WHERE s.run_id = ? ORDER BY s.seq", (run_id,)):
-                outcome = row[6] if row[6] is not None else row[5]
-                steps.append(StepRecord(run_id, row[0], row[1], row[2], row[3], row[4],
-                                        _loads(outcome), _loads(row[7]) or {}, row[8], row[9],
-                                        row[10]))
-            attempts = [
-                AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4], _loads(row[5]) or {},
-                              row[6], row[7])
-                for row in conn.execute(
+                    "s.detail, s.seq, s.created_at, s.updated_at, s.blob FROM steps s LEFT JOIN "
+                    "blobs b ON b.hash = s.blob WHERE s.run_id = ? ORDER BY s.seq", (run_id,)):
+                steps.append(_step_from_row(run_id, row))
+            attempts = []
+            for row in conn.execute(
                     "SELECT step_key, attempt, status, code, message, detail, started_at, "
-                    "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,))]
+                    "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)):
+                detail = _checked_json(run_id, row[0], "attempt detail", row[5])
+                attempts.append(AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
+                                              detail or {}, row[6], row[7]))
             return steps, attempts
         return await self._call(read)
 
@@ -380,6 +414,7 @@ class SqliteStore(Store):
     def _apply_one(conn: sqlite3.Connection, change: Commit) -> None:
         for step in change.steps:
             outcome = _dumps(step.outcome)
+            detail = dict(step.detail, crc=zlib.crc32(outcome.encode()))  # see _step_from_row
             blob = None
             if len(outcome) > BLOB_THRESHOLD:
                 blob = hashlib.sha256(outcome.encode()).hexdigest()
@@ -392,7 +427,7 @@ class SqliteStore(Store):
                 "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
                 "updated_at = excluded.updated_at",
                 (step.run_id, step.step_key, step.seq, step.kind, step.tool, step.args_hash,
-                 step.status, outcome, blob, _dumps(step.detail), step.created_at, step.updated_at))
+                 step.status, outcome, blob, _dumps(detail), step.created_at, step.updated_at))
         for attempt in change.attempts:
             conn.execute(
                 "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
