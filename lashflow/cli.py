@@ -214,6 +214,11 @@ def worker(
                                help="Seconds between looks for queued, orphaned and due runs."),
     once: bool = typer.Option(False, "--once",
                               help="Drive what is ready now, then exit (for cron and tests)."),
+    lease_ttl: float = typer.Option(30.0, "--lease-ttl", metavar="SECONDS", min=0.3,
+                                    envvar="LASHFLOW_LEASE_TTL", show_envvar=True,
+                                    help="How long a run's lease outlives a silent worker "
+                                         "(renewed every third of it): another worker takes "
+                                         "the run over after that."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -230,7 +235,7 @@ def worker(
             except (NotImplementedError, RuntimeError):  # not the main thread (test runners)
                 pass
         settled: dict[str, None] = {}  # run ids in the order their drives ended
-        async with engine(db, tools, concurrency=concurrency) as eng:
+        async with engine(db, tools, concurrency=concurrency, lease_ttl=lease_ttl) as eng:
             if not as_json and not once:
                 stderr(f"worker {eng.owner}: polling every {poll:g} s, {concurrency} runs at once")
             def on_event(event: dict[str, Any]) -> None:
