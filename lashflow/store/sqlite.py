@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import secrets
 import sqlite3
@@ -72,6 +73,26 @@ def _dumps(value: Any) -> str:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+class _NoRunData(logging.Filter):
+    """aiosqlite logs every call it runs, arguments included, at DEBUG. Ours carry run
+    data (tool inputs and outputs, completion keys in waits, SPEC 3.4): the record keeps
+    which operation ran, not the data."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.levelno <= logging.DEBUG:
+            record.args = tuple(arg if isinstance(arg, BaseException) else _operation(arg)
+                                for arg in record.args)
+        return True
+
+
+def _operation(fn: Any) -> str:
+    inner = getattr(fn, "func", fn)
+    return str(getattr(inner, "__qualname__", type(inner).__name__))
+
+
+logging.getLogger("aiosqlite").addFilter(_NoRunData())
 
 
 def _corrupt(run_id: str, step_key: str, what: str) -> JournalCorrupt:
