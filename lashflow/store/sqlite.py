@@ -5,13 +5,14 @@ Each aiosqlite call hops to the connection's thread (~0.1 ms), so every operatio
 ONE hop: a plain function run in that thread that does all its statements at once.
 Concurrent ``commit`` calls queue up while a transaction is being written and are then
 committed together in the next transaction (group commit): many runs share one fsync,
-and each run continues only once its own write is durable.
+and each run continues only once its own write is durable. The other writes (creating
+and claiming runs, completions, signals, lease renewals) join the same queue, so with
+many runs in flight they share those fsyncs too instead of paying one each.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -20,7 +21,7 @@ import secrets
 import sqlite3
 import time
 import zlib
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, TypeVar
 
 import aiosqlite
 
@@ -32,6 +33,7 @@ from .base import (
 from .leases import owner_is_dead
 
 T = TypeVar("T")
+_Write = Callable[[sqlite3.Connection], Any]  # a write op run inside the group transaction
 
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -128,19 +130,6 @@ def _step_from_row(run_id: str, row: tuple[Any, ...]) -> StepRecord:
                       row[9], row[10])
 
 
-@contextlib.contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
-    """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back otherwise."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 class SqliteStore(Store):
     """The embedded default store. ``synchronous`` is ``FULL`` (survives power loss) or
     ``NORMAL`` (survives a killed process)."""
@@ -151,9 +140,12 @@ class SqliteStore(Store):
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._db: aiosqlite.Connection | None = None
-        self._queue: list[tuple[Commit, asyncio.Future[None]]] = []
+        self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
         self._flushing = False
         self._secret: bytes | None = None
+        # Sources are content-addressed and never deleted: once one is known to be stored
+        # (written or read), later put/get of that hash need no round trip.
+        self._sources: dict[str, str] = {}
 
     # -- plumbing ----------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -226,15 +218,27 @@ class SqliteStore(Store):
         return self._secret
 
     async def put_source(self, source_hash: str, text: str) -> None:
-        def write(conn: sqlite3.Connection) -> None:
+        if source_hash in self._sources:
+            return
+
+        def write(conn: sqlite3.Connection) -> str:
             conn.execute("INSERT OR IGNORE INTO sources (hash, text) VALUES (?, ?)", (source_hash, text))
-        await self._call(write)
+            return conn.execute("SELECT text FROM sources WHERE hash = ?",
+                                (source_hash,)).fetchone()[0]
+        self._sources[source_hash] = await self._write(write)  # what is stored: first wins
 
     async def get_source(self, source_hash: str) -> str | None:
+        cached = self._sources.get(source_hash)
+        if cached is not None:
+            return cached
+
         def read(conn: sqlite3.Connection) -> str | None:
             row = conn.execute("SELECT text FROM sources WHERE hash = ?", (source_hash,)).fetchone()
             return row[0] if row else None
-        return await self._call(read)
+        text = await self._call(read)
+        if text is not None:
+            self._sources[source_hash] = text
+        return text
 
     # -- runs ------------------------------------------------------------------------
     _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
@@ -265,7 +269,7 @@ class SqliteStore(Store):
             row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run.run_id,)).fetchone()
             return self._run_from_row(row), created
-        return await self._call(write)
+        return await self._write(write)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def read(conn: sqlite3.Connection) -> RunRecord | None:
@@ -291,28 +295,19 @@ class SqliteStore(Store):
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
                     steal_from_dead: bool = True) -> int | None:
         def write(conn: sqlite3.Connection) -> int | None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute("SELECT lease_owner, lease_expires, generation FROM runs "
-                                   "WHERE run_id = ?", (run_id,)).fetchone()
-                if row is None:
-                    conn.execute("ROLLBACK")
-                    return None
-                holder, expires, generation = row
-                free = (holder is None or holder == owner or expires < now
-                        or (steal_from_dead and owner_is_dead(holder)))
-                if not free:
-                    conn.execute("ROLLBACK")
-                    return None
-                conn.execute("UPDATE runs SET lease_owner = ?, lease_expires = ?, generation = ? "
-                             "WHERE run_id = ?", (owner, now + ttl, generation + 1, run_id))
-                conn.execute("COMMIT")
-                return generation + 1
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        return await self._call(write)
+            row = conn.execute("SELECT lease_owner, lease_expires, generation FROM runs "
+                               "WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            holder, expires, generation = row
+            free = (holder is None or holder == owner or expires < now
+                    or (steal_from_dead and owner_is_dead(holder)))
+            if not free:
+                return None
+            conn.execute("UPDATE runs SET lease_owner = ?, lease_expires = ?, generation = ? "
+                         "WHERE run_id = ?", (owner, now + ttl, generation + 1, run_id))
+            return generation + 1
+        return await self._write(write)  # read-check-update inside one IMMEDIATE transaction
 
     async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:
         def write(conn: sqlite3.Connection) -> bool:
@@ -320,12 +315,12 @@ class SqliteStore(Store):
                                   "lease_owner = ? AND generation = ?",
                                   (now + ttl, run_id, owner, generation))
             return cursor.rowcount == 1
-        return await self._call(write)
+        return await self._write(write)
 
     async def request_cancel(self, run_id: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?", (run_id,))
-        await self._call(write)
+        await self._write(write)
 
     async def due_runs(self, now: float, limit: int = 100) -> list[str]:
         def read(conn: sqlite3.Connection) -> list[str]:
@@ -347,7 +342,7 @@ class SqliteStore(Store):
             conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? THEN ? "
                          "ELSE wake_at END WHERE run_id = ? AND status = 'waiting'",
                          (at, at, run_id))
-        await self._call(write)
+        await self._write(write)
 
     async def set_note(self, run_id: str, note: str | None) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -360,7 +355,7 @@ class SqliteStore(Store):
             else:
                 meta["note"] = note
             conn.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run_id))
-        await self._call(write)
+        await self._write(write)
 
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
@@ -384,52 +379,87 @@ class SqliteStore(Store):
         return await self._call(read)
 
     async def commit(self, change: Commit) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((change, future))
+        await self._write(change)
+
+    async def _write(self, op: Commit | _Write) -> Any:
+        """Queue a write for the next group transaction; return once it is durable.
+
+        ``op`` is a journal ``Commit`` (fenced by its generation) or a function run with the
+        connection inside the transaction (its result is returned)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append((op, future))
         if not self._flushing:
             # One writer task drains the queue; it is a task (not this caller) so that a
             # cancelled caller can never strand the other commits of its group.
             self._flushing = True
             asyncio.get_running_loop().create_task(self._flush())
-        await future
+        return await future
 
     async def _flush(self) -> None:
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
                 try:
-                    results = await self._call(self._apply, [change for change, _ in batch])
+                    results = await self._call(self._apply, [op for op, _ in batch])
                 except Exception as exc:  # the whole transaction failed: nobody is durable
-                    results = [exc] * len(batch)
-                for (_, future), result in zip(batch, results):
+                    results = [(False, exc)] * len(batch)
+                for (_, future), (ok, value) in zip(batch, results):
                     if future.done():
                         continue
-                    if result is None:
-                        future.set_result(None)
+                    if ok:
+                        future.set_result(value)
                     else:
-                        future.set_exception(result)
+                        future.set_exception(value)
         finally:
             self._flushing = False
 
-    def _apply(self, conn: sqlite3.Connection, changes: list[Commit]) -> list[Exception | None]:
-        results: list[Exception | None] = []
+    def _apply(self, conn: sqlite3.Connection,
+               ops: list[Commit | _Write]) -> list[tuple[bool, Any]]:
+        """One IMMEDIATE transaction for a whole group. Fast path: no savepoints. If an op
+        raises, the group is rolled back and written again with one savepoint per op, so
+        only the failing op fails (the others are still committed together)."""
+        try:
+            return self._apply_group(conn, ops, isolate=False)
+        except Exception:
+            if len(ops) == 1:
+                raise
+            return self._apply_group(conn, ops, isolate=True)
+
+    def _apply_group(self, conn: sqlite3.Connection, ops: list[Commit | _Write], *,
+                     isolate: bool) -> list[tuple[bool, Any]]:
+        results: list[tuple[bool, Any]] = []
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for change in changes:
-                if change.generation is not None:
-                    row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
-                                       (change.run_id,)).fetchone()
-                    if row is None or row[0] != change.generation:
-                        results.append(Fenced(f"run {change.run_id} is driven by another worker"))
-                        continue
-                self._apply_one(conn, change)
-                results.append(None)
+            for op in ops:
+                if not isolate:
+                    results.append(self._apply_op(conn, op))
+                    continue
+                conn.execute("SAVEPOINT op")
+                try:
+                    results.append(self._apply_op(conn, op))
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    if isinstance(exc, sqlite3.DatabaseError):
+                        exc = DbError(f"database error on {self.path}: {exc}")
+                    results.append((False, exc))
+                conn.execute("RELEASE op")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         return results
+
+    def _apply_op(self, conn: sqlite3.Connection, op: Commit | _Write) -> tuple[bool, Any]:
+        if not isinstance(op, Commit):
+            return True, op(conn)
+        if op.generation is not None:
+            row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
+                               (op.run_id,)).fetchone()
+            if row is None or row[0] != op.generation:
+                return False, Fenced(f"run {op.run_id} is driven by another worker")
+        self._apply_one(conn, op)
+        return True, None
 
     @staticmethod
     def _apply_one(conn: sqlite3.Connection, change: Commit) -> None:
@@ -487,37 +517,35 @@ class SqliteStore(Store):
 
     async def completion_open_wait(self, row: dict[str, Any]) -> dict[str, Any]:
         def write(conn: sqlite3.Connection) -> dict[str, Any]:
-            with _immediate(conn):
-                conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
-                             (row["run_id"], row["step_key"]))
-                conn.execute("UPDATE completions SET waiting = 1, deadline_at = ?, on_timeout = ?, "
-                             "on_cancel = ?, module = ?, tool = ? WHERE run_id = ? AND step_key = ? "
-                             "AND waiting = 0",
-                             (row.get("deadline_at"), row.get("on_timeout"), row.get("on_cancel"),
-                              row.get("module"), row.get("tool"), row["run_id"], row["step_key"]))
-                found = self._read_completion(conn, row["run_id"], row["step_key"])
+            conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
+                         (row["run_id"], row["step_key"]))
+            conn.execute("UPDATE completions SET waiting = 1, deadline_at = ?, on_timeout = ?, "
+                         "on_cancel = ?, module = ?, tool = ? WHERE run_id = ? AND step_key = ? "
+                         "AND waiting = 0",
+                         (row.get("deadline_at"), row.get("on_timeout"), row.get("on_cancel"),
+                          row.get("module"), row.get("tool"), row["run_id"], row["step_key"]))
+            found = self._read_completion(conn, row["run_id"], row["step_key"])
             assert found is not None
             return found
-        return await self._call(write)
+        return await self._write(write)
 
     async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
                                 now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
         def write(conn: sqlite3.Connection) -> tuple[dict[str, Any], str]:
-            with _immediate(conn):
-                conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
-                             (run_id, step_key))
-                current = self._read_completion(conn, run_id, step_key)
-                assert current is not None
-                if current["resolution"] is not None:
-                    return current, "already_resolved"
-                deadline = current["deadline_at"]
-                if respect_deadline and deadline is not None and now >= deadline:
-                    return current, "expired"
-                conn.execute("UPDATE completions SET resolution = ? WHERE run_id = ? AND step_key = ?",
-                             (_dumps(resolution), run_id, step_key))
-                current["resolution"] = resolution
-                return current, "won"
-        return await self._call(write)
+            conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
+                         (run_id, step_key))
+            current = self._read_completion(conn, run_id, step_key)
+            assert current is not None
+            if current["resolution"] is not None:
+                return current, "already_resolved"
+            deadline = current["deadline_at"]
+            if respect_deadline and deadline is not None and now >= deadline:
+                return current, "expired"
+            conn.execute("UPDATE completions SET resolution = ? WHERE run_id = ? AND step_key = ?",
+                         (_dumps(resolution), run_id, step_key))
+            current["resolution"] = resolution
+            return current, "won"
+        return await self._write(write)  # first writer wins: check and set in one transaction
 
     async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]:
         def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
@@ -528,14 +556,13 @@ class SqliteStore(Store):
 
     async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
         def write(conn: sqlite3.Connection) -> int:
-            with _immediate(conn):
-                row = conn.execute("SELECT COALESCE(MAX(ordinal), 0) FROM signals WHERE run_id = ? "
-                                   "AND name = ?", (run_id, name)).fetchone()
-                ordinal = row[0] + 1
-                conn.execute("INSERT INTO signals (run_id, name, ordinal, payload) VALUES (?,?,?,?)",
-                             (run_id, name, ordinal, _dumps(payload)))
+            row = conn.execute("SELECT COALESCE(MAX(ordinal), 0) FROM signals WHERE run_id = ? "
+                               "AND name = ?", (run_id, name)).fetchone()
+            ordinal = row[0] + 1
+            conn.execute("INSERT INTO signals (run_id, name, ordinal, payload) VALUES (?,?,?,?)",
+                         (run_id, name, ordinal, _dumps(payload)))
             return ordinal
-        return await self._call(write)
+        return await self._write(write)
 
     async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]:
         def read(conn: sqlite3.Connection) -> tuple[bool, Any]:
