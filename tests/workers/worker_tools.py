@@ -1,0 +1,47 @@
+"""Tools for the worker tests, loaded by worker processes with ``--tools PATH``.
+
+Every call appends one line ``pid run_id/step_key tag time [extra]`` to the file named by
+``$LASHFLOW_WORKERS_LOG``: the side effects the tests count. One ``os.write`` of a short
+line on an ``O_APPEND`` file, so lines from concurrent processes never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from lashflow import ToolCall, ToolResult, tool
+
+
+def record(call: ToolCall, tag: str, extra: str = "") -> None:
+    line = f"{os.getpid()} {call.context.idempotency_key} {tag} {time.time():.6f} {extra}".rstrip()
+    fd = os.open(os.environ["LASHFLOW_WORKERS_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+@tool
+async def step(call: ToolCall) -> ToolResult:
+    """One unit of work: ``{i, ms}`` -> ``i + 1`` after ``ms`` milliseconds."""
+    record(call, "step")
+    if call.input.get("ms"):
+        await asyncio.sleep(call.input["ms"] / 1000)
+    return ToolResult.ok(call.input["i"] + 1)
+
+
+@tool
+async def park(call: ToolCall) -> ToolResult:
+    """Waits for the outside world: the completion key goes to the log."""
+    key = await call.context.completion_key()
+    record(call, "park", key)
+    return ToolResult.pending()
+
+
+@tool
+async def after(call: ToolCall) -> ToolResult:
+    """The step right after a completion: its log time measures the wake-up latency."""
+    record(call, "after")
+    return ToolResult.ok(call.input["i"] + 1)
