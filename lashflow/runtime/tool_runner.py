@@ -205,13 +205,18 @@ class ToolRunner:
         assert self.dispatcher is not None and self.book is not None
         tools: dict[str, tuple[str, str, Any]] = {}
         planned: list[DispatchCall] = []
+        interrupted: list[AttemptRecord] = []
         for effect, payload, record in calls:
             qualified = f"{effect.module}.{effect.operation}"
             tools[effect.step] = (qualified, canonical_json(payload), payload)
             first = 1
             if record is not None:
                 first = self._next_attempt(host, effect, record)
+                interrupted += [a for a in host.attempts.get(effect.step, [])
+                                if a.status == "interrupted"]
             planned.append(DispatchCall(effect.module, effect.operation, payload, effect.step, first))
+        if interrupted:  # SPEC 4.3: the journal shows the attempt a crash cut short
+            await host.commit([], interrupted)
         journal = RunAttemptJournal(host, tools)
         if self.engine.listeners:
             self.engine.notify({"type": "tools", "run_id": host.run_id,

@@ -1,0 +1,341 @@
+"""Soak: many runs through one `lashflow worker` that is SIGKILLed every 1-2 s.
+
+Each run calls a slow tool, a flaky tool (retried), a concurrent batch, a durable
+sleep, a pending tool resolved by a resolver task in this process (first by key,
+while no worker may be alive), a non-idempotent tool and a loop of calls. The worker
+subprocess is killed at random moments and restarted at once, until every run is
+finished. Killed during the non-idempotent tool, a run stops in needs_attention; the
+operator loop (this process) retries it with ``retry_interrupted`` as an operator would
+with `lashflow resume RUN --retry-interrupted`.
+
+Then it checks (SPEC 4):
+* ``lashflow.store.check.check_store``: outcomes, attempts 1..n without gaps, at most
+  one final attempt, nothing unsettled or written after a run ended;
+* ``replay_problems`` for every run: the journal holds exactly the program's effects,
+  in effect order, with the same arguments, and replaying it gives the stored result;
+* the tools' own execution log (written with O_APPEND by each execution, so it survives
+  SIGKILL) against the journal: every executed attempt number is a recorded attempt;
+  an attempt runs again only in another process after a SIGKILL; the non-idempotent
+  tool runs each attempt at most once; every recorded outcome was produced by exactly
+  one execution (its nonce), never twice.
+
+``LASHFLOW_SOAK_RUNS`` sets the number of runs (default 200, for CI);
+``LASHFLOW_SOAK_REPORT`` names a JSON file that receives the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from hardening_support import ROOT, cli_env, replay_problems
+from lashflow import CompletionError, Engine, RunStatus, ToolResult
+from lashflow.store.check import check_store
+
+RUNS = int(os.environ.get("LASHFLOW_SOAK_RUNS", "200"))
+DEADLINE = 120 + RUNS * 0.6  # seconds; generous, the default takes far less
+
+PROCESS = """
+process job(n: int) {
+  a = await tools.slow({ n: n })?
+  f = await tools.flaky({ n: n })
+  b = await [tools.slow({ n: n + 1 }), tools.flaky({ n: n + 2 })]
+  sleep for "30ms"
+  ok = await tools.approve({ n: n })?
+  c = await tools.charge({ n: n })?
+  total = 0
+  for i in range(3) {
+    r = await tools.slow({ n: i })?
+    total = total + r.n
+  }
+  finish { n: n, a: a.n, f: f.ok, b: b[0].ok, approved: ok, charged: c.n, total: total }
+}
+"""
+
+TOOLS = '''
+import asyncio, json, os, random, uuid
+from lashflow import PendingCompletion, RetryPolicy, ToolCall, ToolResult, tool
+
+LOG = os.environ["SOAK_LOG"]
+
+
+def executed(call, name):
+    """One line per execution, appended atomically (survives SIGKILL of this process)."""
+    nonce = uuid.uuid4().hex
+    line = json.dumps({"run": call.context.run_id, "step": call.context.step_key,
+                       "attempt": call.context.attempt, "tool": name, "pid": os.getpid(),
+                       "nonce": nonce}) + "\\n"
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return nonce
+
+
+@tool
+async def slow(call: ToolCall) -> ToolResult:
+    nonce = executed(call, "slow")
+    await asyncio.sleep(random.uniform(0.0, 0.04))
+    return ToolResult.ok({"n": call.input["n"], "nonce": nonce})
+
+
+@tool(retry=RetryPolicy.safe(max_attempts=4, base_delay=0.01, max_delay=0.05))
+async def flaky(call: ToolCall) -> ToolResult:
+    nonce = executed(call, "flaky")
+    await asyncio.sleep(random.uniform(0.0, 0.01))
+    if random.random() < 0.4:
+        return ToolResult.retryable_failure(f"upstream 503 ({nonce})")
+    return ToolResult.ok({"n": call.input["n"], "nonce": nonce})
+
+
+@tool
+async def approve(call: ToolCall) -> ToolResult:
+    executed(call, "approve")
+    await call.context.completion_key()
+    return ToolResult.pending(PendingCompletion())
+
+
+@tool(idempotent=False)
+async def charge(call: ToolCall) -> ToolResult:
+    nonce = executed(call, "charge")
+    await asyncio.sleep(random.uniform(0.0, 0.005))
+    return ToolResult.ok({"n": call.input["n"], "nonce": nonce})
+'''
+
+
+class Soak:
+    """The folder, the database, the worker subprocess and the figures."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.url = f"sqlite:///{folder / 'soak.db'}"
+        self.log = folder / "executions.log"
+        self.env = cli_env(self.url)
+        self.env["SOAK_LOG"] = str(self.log)
+        os.environ["SOAK_LOG"] = str(self.log)  # the operator loads the same tools here
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.killed_pids: set[int] = set()
+        self.figures: Counter[str] = Counter()
+
+    def start_worker(self) -> None:
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "lashflow", "worker", "--concurrency", "32", "--poll", "0.05",
+             "--tools", str(self.folder / "soak.py")],
+            env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.figures["worker_starts"] += 1
+
+    def kill_worker(self) -> None:
+        assert self.worker is not None
+        if self.worker.poll() is not None:  # it died on its own: that is a failure
+            err = self.worker.stderr.read().decode() if self.worker.stderr else ""
+            raise AssertionError(f"the worker exited by itself ({self.worker.returncode}): {err}")
+        os.kill(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=30)
+        if self.worker.stderr is not None:
+            self.worker.stderr.close()
+        self.killed_pids.add(self.worker.pid)
+        self.figures["sigkills"] += 1
+
+    def stop_worker(self) -> None:
+        """The end of the soak (not counted as a fault)."""
+        if self.worker is not None and self.worker.poll() is None:
+            self.kill_worker()
+            self.figures["sigkills"] -= 1
+
+
+async def _killer(soak: Soak, done: asyncio.Event) -> None:
+    rng = random.Random(7)
+    soak.start_worker()
+    while not done.is_set():
+        try:
+            await asyncio.wait_for(done.wait(), rng.uniform(1.0, 2.0))
+        except asyncio.TimeoutError:
+            soak.kill_worker()
+            soak.start_worker()
+
+
+async def _resolver_and_operator(soak: Soak, engine: Engine, done: asyncio.Event) -> None:
+    """Resolves every completion key it sees (n * 10) and retries runs stopped on an
+    interrupted non-idempotent attempt; ends when every run is finished."""
+    resolved: set[str] = set()
+    started = time.monotonic()
+    while True:
+        runs = await engine.store.list_runs()
+        by_status = Counter(r.status for r in runs)
+        if by_status.get("finished", 0) == RUNS:
+            done.set()
+            return
+        assert time.monotonic() - started < DEADLINE, f"not finished in time: {by_status}"
+        for run in runs:
+            if run.status == "failed":
+                raise AssertionError(f"run {run.run_id} failed: {run.error}")
+            if run.status == "needs_attention":
+                assert run.error is not None and "--retry-interrupted" in run.error["message"], run.error
+                try:
+                    await engine.resume(run.run_id, retry_interrupted=True)
+                    soak.figures["operator_retries"] += 1
+                except Exception as exc:  # the worker got there first: next round
+                    if getattr(exc, "code", None) != "run_busy":
+                        raise
+            for wait in run.waiting:
+                key = wait.get("key")
+                if run.status == "waiting" and key and key not in resolved:
+                    try:
+                        await engine.complete(key, ToolResult.ok(run.input["n"] * 10), resume=False)
+                        soak.figures["keys_resolved"] += 1
+                    except CompletionError as exc:
+                        assert exc.code == "completion_already_resolved", exc.code
+                    resolved.add(key)
+        await asyncio.sleep(0.05)
+
+
+def _executions(soak: Soak) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    by_step: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for line in soak.log.read_text().splitlines():
+        entry = json.loads(line)
+        by_step[(entry["run"], entry["step"])].append(entry)
+    return by_step
+
+
+async def _check(soak: Soak, engine: Engine) -> list[str]:
+    """Everything the module doc promises; returns the problems found."""
+    problems = [str(p) for p in await check_store(engine.store)]
+    executions = _executions(soak)
+    seen_steps: set[tuple[str, str]] = set()
+    for run in await engine.store.list_runs():
+        n = run.input["n"]
+        problems += [str(p) for p in await replay_problems(engine.store, run.run_id)]
+        expected = {"n": n, "a": n, "approved": n * 10, "charged": n, "total": 3}
+        if {k: run.result.get(k) for k in expected} != expected:
+            problems.append(f"{run.run_id}: result {run.result}")
+        steps, attempts = await engine.store.load_journal(run.run_id)
+        recorded: dict[str, list[int]] = defaultdict(list)
+        for attempt in attempts:
+            recorded[attempt.step_key].append(attempt.attempt)
+        for step in steps:
+            if step.kind != "tool":
+                continue
+            seen_steps.add((run.run_id, step.step_key))
+            soak.figures["tool_steps"] += 1
+            soak.figures["attempts"] += len(recorded[step.step_key])
+            runs_of = executions.get((run.run_id, step.step_key), [])
+            soak.figures["executions"] += len(runs_of)
+            where = f"{run.run_id}/{step.step_key} ({step.tool})"
+            numbers = set(recorded[step.step_key])
+            per_attempt: dict[int, list[dict[str, Any]]] = defaultdict(list)
+            for entry in runs_of:
+                per_attempt[entry["attempt"]].append(entry)
+            for number, group in per_attempt.items():
+                if number not in numbers:
+                    problems.append(f"{where}: attempt {number} ran but is not recorded")
+                pids = [e["pid"] for e in group]
+                if len(set(pids)) != len(pids):
+                    problems.append(f"{where}: attempt {number} ran twice in one process")
+                if any(pid not in soak.killed_pids for pid in pids[:-1]):
+                    problems.append(f"{where}: attempt {number} ran again without a crash")
+                if len(group) > 1:
+                    soak.figures["reexecuted_after_kill"] += len(group) - 1
+                if step.tool == "tools.charge" and len(group) > 1:
+                    problems.append(f"{where}: the non-idempotent tool ran attempt {number} twice")
+            value = (step.outcome or {}).get("value")
+            nonce = value.get("nonce") if isinstance(value, dict) else None
+            message = (step.outcome or {}).get("message") or ""
+            if nonce is None and "(" in message:
+                nonce = message.rsplit("(", 1)[1].rstrip(")")
+            if step.tool != "tools.approve":
+                producers = [e for e in runs_of if e["nonce"] == nonce]
+                if len(producers) != 1:
+                    problems.append(f"{where}: the recorded outcome came from {len(producers)} "
+                                    "executions")
+                elif producers[0]["attempt"] != max(numbers, default=0):
+                    problems.append(f"{where}: the outcome is not from the last attempt")
+    orphans = set(executions) - seen_steps
+    if orphans:
+        problems.append(f"{len(orphans)} executed steps are missing from the journal: "
+                        f"{sorted(orphans)[:3]}")
+    return problems
+
+
+async def test_soak_with_random_sigkills(tmp_path: Path) -> None:
+    (tmp_path / "soak.lash").write_text(PROCESS)
+    (tmp_path / "soak.py").write_text(TOOLS)
+    soak = Soak(tmp_path)
+    started = time.monotonic()
+    async with Engine(db=soak.url) as engine:
+        for n in range(RUNS):
+            await engine.create(tmp_path / "soak.lash", input={"n": n}, run_id=f"soak-{n:05d}")
+        done = asyncio.Event()
+        killer = asyncio.create_task(_killer(soak, done))
+        try:
+            await _resolver_and_operator(soak, engine, done)
+        finally:
+            done.set()
+            await killer
+            soak.stop_worker()
+        elapsed = time.monotonic() - started
+        problems = await _check(soak, engine)
+        statuses = Counter(r.status for r in await engine.list())
+    soak.figures.update(runs=RUNS, finished=statuses[RunStatus.FINISHED], lost=RUNS - statuses[
+        RunStatus.FINISHED], seconds=round(elapsed))
+    figures = dict(soak.figures)
+    print("\nsoak figures:", json.dumps(figures, sort_keys=True))
+    report = os.environ.get("LASHFLOW_SOAK_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(figures, indent=2, sort_keys=True))
+    assert problems == [], problems[:20]
+    assert figures["lost"] == 0 and figures["finished"] == RUNS
+    assert figures["sigkills"] >= 1
+
+
+BLOCKING = '''
+import os, time
+from pathlib import Path
+from lashflow import ToolCall, ToolResult, tool
+
+
+@tool(idempotent=False)
+async def pay(call: ToolCall) -> ToolResult:
+    marker = Path(os.environ["PAY_MARKER"])
+    if not marker.exists():
+        marker.write_text(str(os.getpid()))
+        time.sleep(600)  # killed here
+    return ToolResult.ok(call.context.attempt)
+'''
+
+
+def test_an_interrupted_attempt_is_journaled_as_interrupted(tmp_path: Path) -> None:
+    """SPEC 4.3 (found by the soak's checker): after `resume --retry-interrupted` the
+    attempt a SIGKILL cut short shows `interrupted`, not `started` forever."""
+    (tmp_path / "pay.lash").write_text("x = await tools.pay({})?\nfinish x")
+    (tmp_path / "pay.py").write_text(BLOCKING)
+    env = cli_env(f"sqlite:///{tmp_path / 'pay.db'}")
+    env["PAY_MARKER"] = str(tmp_path / "marker")
+    proc = subprocess.Popen([sys.executable, "-m", "lashflow", "run", str(tmp_path / "pay.lash"),
+                             "--run-id", "pay"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "marker").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    run = [sys.executable, "-m", "lashflow", "resume", "pay", "--json"]
+    stuck = subprocess.run(run, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert json.loads(stuck.stdout)["status"] == "needs_attention"
+    retried = subprocess.run(run + ["--retry-interrupted"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(retried.stdout)["result"] == 2, retried.stdout + retried.stderr
+    shown = subprocess.run([sys.executable, "-m", "lashflow", "show", "pay", "--json"], env=env,
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    [step] = json.loads(shown.stdout)["steps"]
+    assert [a["status"] for a in step["attempt_log"]] == ["interrupted", "ok"], step
