@@ -86,7 +86,7 @@ class ToolOutcome:
         for name in ("value", "code", "message", "traceback", "retry_after", "key", "deadline_at",
                      "started_at", "finished_at"):
             item = getattr(self, name)
-            if item is not None and item != "":
+            if item is not None and (item != "" or name == "value"):  # "" is a value to replay
                 data[name] = item
         if self.usage:
             data["usage"] = dict(self.usage)

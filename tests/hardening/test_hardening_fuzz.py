@@ -20,6 +20,7 @@ built as syntax trees by hypothesis strategies (``hardening_programs``), printed
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 import sys
 import tempfile
@@ -61,7 +62,7 @@ SEEN: Counter[str] = Counter()  # outcome categories across examples (coverage c
 # --------------------------------------------------------------------------- printer
 
 
-@settings(max_examples=150, **QUICK)
+@settings(max_examples=120, **QUICK)
 @given(syntax_modules())
 def test_parse_print_parse_gives_the_same_tree(module: Any) -> None:
     text = print_module(module)
@@ -110,7 +111,7 @@ def _classify_memory(source: str) -> str:
     return result.status
 
 
-@settings(max_examples=150, **QUICK)
+@settings(max_examples=120, **QUICK)
 @given(runnable_programs())
 def test_generated_programs_on_the_memory_host(module: Any) -> None:
     SEEN["memory:" + _classify_memory(print_module(module))] += 1
@@ -166,6 +167,25 @@ def test_generated_programs_reach_every_outcome() -> None:
     for where in ("memory", "engine"):
         for kind in ("finished", "runtime_error", "link_error"):
             assert SEEN[f"{where}:{kind}"] > 0, SEEN
+
+
+@pytest.mark.parametrize("value", ['""', "0", "false", "[]", "{}", "null"])
+async def test_falsy_tool_results_replay_as_themselves(value: str, tmp_path: Path) -> None:
+    """Found by the Engine fuzz (replay check): a tool answer of "" was journaled without
+    its value, so after a resume the process saw null instead of "". Every falsy answer
+    must replay as itself."""
+    from lashflow import ToolResult
+
+    from test_hardening_keys import approve
+
+    source = (f"a = await tools.echo({{ v: {value} }})?\nb = await tools.approve({{}})?\n"
+              "finish [a, b]")
+    async with Engine(db=f"sqlite:///{tmp_path / 'f.db'}", tools=[*ENGINE_TOOLS, approve]) as engine:
+        parked = await engine.run(source, run_id="r")
+        key = parked.waiting[0].key
+        assert key is not None
+        assert await engine.complete(key, ToolResult.ok("x")) is RunStatus.FINISHED
+        assert (await engine.get("r")).result == [json.loads(value), "x"]
 
 
 # --------------------------------------------------------------------------- bad text
@@ -239,14 +259,11 @@ async def test_deep_nesting_and_huge_literals_through_engine(source: str, expect
 CLI_INPUTS: list[tuple[str, bytes]] = [
     ("invalid_utf8", b"finish \xff\xfe\x80 1"),
     ("nul_bytes", b"x = 1\x00\x00\nfinish x"),
-    ("bom_crlf", "\ufefffinish 1\r\n".encode()),
     ("empty", b""),
     ("deep", ("finish " + "(" * 3000 + "1" + ")" * 3000).encode()),
     ("huge_string", ('finish len("' + "z" * (1 << 20) + '")').encode()),
     ("endless", b"while true {}"),
     ("non_ascii_ident", "na\u00efve = 1".encode()),
-    ("unterminated", b'finish "abc'),
-    ("mutated", OK_PROGRAMS["C21"][:57].encode()),
 ]
 
 
@@ -268,7 +285,7 @@ def test_cli_check_and_run_on_bad_files(name: str, data: bytes, tmp_path: Path) 
         assert data_out["status"] == "failed" and data_out["error"]["code"] == "limit_exceeded"
 
 
-@settings(max_examples=6, **QUICK)
+@settings(max_examples=3, **QUICK)
 @given(runnable_programs())
 def test_cli_runs_generated_programs(module: Any) -> None:
     source = print_module(module)
