@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import pathlib
 import sys
 import tempfile
@@ -57,12 +58,18 @@ QUICK = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                    HealthCheck.data_too_large,
                                                    HealthCheck.filter_too_much])
 SEEN: Counter[str] = Counter()  # outcome categories across examples (coverage checks)
+SCALE = float(os.environ.get("LASHFLOW_FUZZ_SCALE", "1"))  # e.g. 20 for a long campaign
+
+
+def examples(base: int) -> int:
+    """Examples per property: CI-sized by default, ``LASHFLOW_FUZZ_SCALE`` times more."""
+    return max(1, int(base * SCALE))
 
 
 # --------------------------------------------------------------------------- printer
 
 
-@settings(max_examples=120, **QUICK)
+@settings(max_examples=examples(120), **QUICK)
 @given(syntax_modules())
 def test_parse_print_parse_gives_the_same_tree(module: Any) -> None:
     text = print_module(module)
@@ -111,7 +118,7 @@ def _classify_memory(source: str) -> str:
     return result.status
 
 
-@settings(max_examples=120, **QUICK)
+@settings(max_examples=examples(120), **QUICK)
 @given(runnable_programs())
 def test_generated_programs_on_the_memory_host(module: Any) -> None:
     SEEN["memory:" + _classify_memory(print_module(module))] += 1
@@ -143,7 +150,7 @@ async def _engine_outcome(source: str, folder: Path) -> tuple[str, Any]:
         return "waiting", None
 
 
-@settings(max_examples=50, **QUICK)
+@settings(max_examples=examples(50), **QUICK)
 @given(runnable_programs())
 def test_generated_programs_through_the_engine(module: Any) -> None:
     source = print_module(module)
@@ -195,7 +202,7 @@ WORDS = ["{", "}", "(", ")", "[", "]", ",", ":", "?", ".", "=", "==", "+", "-", 
          "while", "true", "finish", "await", "process", "print", "range(", "i", "sleep for"]
 
 
-@settings(max_examples=60, **QUICK)
+@settings(max_examples=examples(60), **QUICK)
 @given(st.one_of(
     st.text(max_size=200),
     st.binary(max_size=200).map(lambda b: b.decode("utf-8", "replace")),
@@ -222,7 +229,7 @@ def mutated_conformance(draw: st.DrawFn) -> str:
     return "".join(text)
 
 
-@settings(max_examples=60, **QUICK)
+@settings(max_examples=examples(60), **QUICK)
 @given(mutated_conformance())
 def test_mutated_conformance_programs_through_engine_run(source: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -285,7 +292,7 @@ def test_cli_check_and_run_on_bad_files(name: str, data: bytes, tmp_path: Path) 
         assert data_out["status"] == "failed" and data_out["error"]["code"] == "limit_exceeded"
 
 
-@settings(max_examples=3, **QUICK)
+@settings(max_examples=examples(2), **QUICK)
 @given(runnable_programs())
 def test_cli_runs_generated_programs(module: Any) -> None:
     source = print_module(module)
