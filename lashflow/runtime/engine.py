@@ -555,6 +555,8 @@ class Engine:
     async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float) -> None:
         try:
             run = await self._require(run_id)
+            if run.status == "waiting" and (run.wake_at is None or run.wake_at > self.clock.now()):
+                return  # parked since it was listed (by the worker that held it): not due
             self._load_run_tools(run)
             await self.drive(run_id)
         except LashflowError as exc:
