@@ -470,17 +470,20 @@ class PostgresStore(Store):
 
     # Ready runs, oldest first by when they became ready (created, or due), plus the local
     # owners holding live leases (one per worker process on this host), to check for dead.
+    # A due run whose lease is held is being resumed right now: not claimable.
     _CLAIMABLE = """
         (SELECT run_id, NULL AS owner FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
             UNION ALL
             SELECT run_id, wake_at FROM lashflow_runs
-            WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1) ready
+            WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
+              AND (lease_owner IS NULL OR lease_expires < $1)) ready
          ORDER BY ready_at, run_id LIMIT $2)
         UNION ALL
         (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
-         WHERE status IN ('running', 'queued') AND lease_expires >= $1 AND lease_owner LIKE $3)"""
+         WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
+           AND lease_owner LIKE $3)"""
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """At most ``limit`` runs, in one round trip (a second only when a local owner
@@ -496,8 +499,9 @@ class PostgresStore(Store):
         if not dead:
             return ready
         orphans = await self._fetch(
-            "SELECT run_id FROM lashflow_runs WHERE status IN ('running', 'queued') AND "
-            "lease_owner = ANY($1::text[]) ORDER BY created_at, run_id LIMIT $2", dead, limit)
+            "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status IN "
+            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) "
+            "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]
         return (found + [run_id for run_id in ready if run_id not in found])[:limit]
 
