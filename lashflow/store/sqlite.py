@@ -247,13 +247,20 @@ class SqliteStore(Store):
 
     @staticmethod
     def _run_from_row(row: tuple[Any, ...]) -> RunRecord:
+        """A run row; one whose JSON columns do not decode is ``JournalCorrupt`` (one
+        line naming the run), not a crash of every command that lists runs."""
+        try:
+            fields = [_loads(row[i]) for i in (4, 7, 8, 9, 17)]
+        except ValueError as exc:
+            raise JournalCorrupt(f"run {row[0]}: its row in the runs table is corrupt ({exc}); "
+                                 "restore the database from a backup", run_id=row[0]) from None
         return RunRecord(
             run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
-            input=_loads(row[4]), input_hash=row[5], status=row[6], result=_loads(row[7]),
-            error=_loads(row[8]), waiting=_loads(row[9]) or [], created_at=row[10],
+            input=fields[0], input_hash=row[5], status=row[6], result=fields[1],
+            error=fields[2], waiting=fields[3] or [], created_at=row[10],
             updated_at=row[11], lease_owner=row[12], lease_expires=row[13], generation=row[14],
             cancel_requested=bool(row[15]), wake_at=row[16],
-            meta=_loads(row[17]) or {})
+            meta=fields[4] or {})
 
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         def write(conn: sqlite3.Connection) -> tuple[RunRecord, bool]:

@@ -384,3 +384,28 @@ def test_a_database_from_a_newer_lashflow_is_refused_through_the_cli(tmp_path: P
     conn = sqlite3.connect(db)  # refused without touching it
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "99"
     conn.close()
+
+
+def test_a_corrupt_run_row_is_one_clear_line_and_other_runs_still_show(tmp_path: Path) -> None:
+    """Found here: a run row whose JSON did not decode made every command that lists
+    runs die with internal_error (a raw JSONDecodeError)."""
+    db = tmp_path / "rows.db"
+
+    async def make() -> None:
+        async with Engine(db=f"sqlite:///{db}") as engine:
+            await engine.run("finish 1", run_id="good")
+            await engine.run("finish 2", run_id="bad")
+
+    asyncio.run(make())
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE runs SET result = '{oops' WHERE run_id = 'bad'")
+    conn.commit()
+    conn.close()
+    env = cli_env(f"sqlite:///{db}")
+    for args in (["list"], ["show", "bad"]):
+        result = run_cli(env, *args)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith("error[journal_corrupt]: run bad: its row in the runs "
+                                        "table is corrupt")
+        assert "Traceback" not in result.stderr
+    assert run_cli(env, "show", "good").returncode == 0
