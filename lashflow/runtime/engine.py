@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from ..errors import LashflowError, LimitExceeded, RunConflict, UnknownRun, UsageError
 from ..store import Commit, Fenced, RunChange, RunRecord, open_store
 from ..store.base import JournalCorrupt
-from ..store.leases import new_owner_id
+from ..store.leases import new_owner_id, owner_is_dead
 from . import effects as fx
 from .canonical import digest
 from .durable_host import (
@@ -555,8 +555,12 @@ class Engine:
     async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float) -> None:
         try:
             run = await self._require(run_id)
-            if run.status == "waiting" and (run.wake_at is None or run.wake_at > self.clock.now()):
+            now = self.clock.now()
+            if run.status == "waiting" and (run.wake_at is None or run.wake_at > now):
                 return  # parked since it was listed (by the worker that held it): not due
+            if (run.lease_owner not in (None, self.owner) and run.lease_expires >= now
+                    and not owner_is_dead(run.lease_owner)):
+                return  # another worker took it since it was listed: no claim to lose
             self._load_run_tools(run)
             await self.drive(run_id)
         except LashflowError as exc:
