@@ -351,6 +351,15 @@ class SqliteStore(Store):
                          (at, at, run_id))
         await self._write(write)
 
+    async def wake(self, run_id: str, at: float) -> None:
+        """``mark_due``, and on a running run too: the wake time it leaves survives the
+        run's park (see ``_apply_one``), so a delivery that raced the park is not lost."""
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? THEN ? "
+                         "ELSE wake_at END WHERE run_id = ? AND status IN ('waiting', 'running')",
+                         (at, at, run_id))
+        await self._write(write)
+
     async def set_note(self, run_id: str, note: str | None) -> None:
         def write(conn: sqlite3.Connection) -> None:
             row = conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -497,11 +506,13 @@ class SqliteStore(Store):
         if change.run is not None:
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
+            # a run that parks keeps an earlier wake time ``wake`` left while it ran
             conn.execute(
-                f"UPDATE runs SET status = ?, result = ?, error = ?, waiting = ?, wake_at = ?, "
-                f"updated_at = ?{lease} WHERE run_id = ?",
+                f"UPDATE runs SET status = ?, result = ?, error = ?, waiting = ?, wake_at = CASE "
+                f"WHEN ? = 'waiting' AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?) "
+                f"THEN wake_at ELSE ? END, updated_at = ?{lease} WHERE run_id = ?",
                 (run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
-                 run.wake_at, time.time(), change.run_id))
+                 run.status, run.wake_at, run.wake_at, run.wake_at, time.time(), change.run_id))
 
     # -- completions and signals ---------------------------------------------------------
     _COMPLETION_COLUMNS = ("run_id, step_key, waiting, deadline_at, on_timeout, on_cancel, module, "
