@@ -9,40 +9,14 @@ worker processes of the test.
 
 from __future__ import annotations
 
-import os
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
-from workers_support import Fleet
-
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def _with_query(url: str, **params: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
-    return urlunsplit(parts._replace(query=urlencode(query + list(params.items()))))
-
-
-def _shown(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
-
-
-@dataclass(frozen=True, slots=True)
-class Db:
-    """The test's database: ``url`` for workers and clients, ``name`` of the backend."""
-
-    name: str
-    url: str
+from workers_support import Db, Fleet, postgres_base_url, shown_url, with_query
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
@@ -50,18 +24,19 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Db
     if request.param == "sqlite":
         yield Db("sqlite", f"sqlite:///{tmp_path / 'journal.db'}")
         return
-    base = os.environ.get("LASHFLOW_TEST_POSTGRES_URL") or DEFAULT_POSTGRES_URL
+    base = postgres_base_url()
     try:
         admin = await asyncpg.connect(base, timeout=5)
     except Exception as exc:  # noqa: BLE001 - any failure to connect means the same
-        pytest.fail(f"PostgreSQL is unreachable at {_shown(base)}: {' '.join(str(exc).split())}. "
+        pytest.fail(f"PostgreSQL is unreachable at {shown_url(base)}: {' '.join(str(exc).split())}. "
                     "The worker tests need it and may not be skipped: start a server or set "
                     "LASHFLOW_TEST_POSTGRES_URL=postgresql://user@host:port/db.", pytrace=False)
     schema = f"lashflow_test_{uuid.uuid4().hex[:16]}"
     try:
         await admin.execute(f"CREATE SCHEMA {schema}")
         # a small pool per process: several workers and clients share the server's slots
-        yield Db("postgres", _with_query(base, search_path=schema, pool_size="5"))
+        yield Db("postgres", with_query(base, search_path=schema, pool_size="5"),
+                 with_query(base, search_path=schema))
     finally:
         await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await admin.close()

@@ -10,12 +10,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from conftest import Db
-from workers_support import (
-    FIVE, TOOLS, Fleet, check_journal, child_env, create_runs, executions, journals, read_log,
-    scaled, wait_all,
-)
 from lashflow.store import open_store
+from workers_support import (
+    FIVE, TOOLS, Db, Fleet, check_journal, child_env, create_runs, executions, journals,
+    read_log, scaled, wait_all,
+)
 
 # (worker processes, runs of five steps, runs per worker at once): the numbers on
 # PostgreSQL; fewer slots than runs, so that every worker has to take some

@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lashflow import Engine
 from lashflow.store import RunRecord, StepRecord, Store, open_store
@@ -29,6 +30,36 @@ TOOLS = HERE / "worker_tools.py"
 FIVE = HERE / "five.lash"
 PARKED = HERE / "parked.lash"
 COMPLETER = HERE / "completer.py"
+
+
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def with_query(url: str, **params: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
+    return urlunsplit(parts._replace(query=urlencode(query + list(params.items()))))
+
+
+def shown_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+
+
+def postgres_base_url() -> str:
+    return os.environ.get("LASHFLOW_TEST_POSTGRES_URL") or DEFAULT_POSTGRES_URL
+
+
+@dataclass(frozen=True, slots=True)
+class Db:
+    """The test's database: ``url`` for workers and clients (lashflow options included),
+    ``raw_url`` for a plain driver connection, ``name`` of the backend."""
+
+    name: str
+    url: str
+    raw_url: str = ""
 
 
 def scaled(name: str, default: int) -> int:
@@ -165,10 +196,14 @@ async def create_runs(db_url: str, source: Path, inputs: list[dict[str, Any]],
 
 
 async def wait_for(check: Callable[[], Awaitable[bool]], fleet: Fleet, timeout: float,
-                   what: str, *, pause: float = 0.05, dead_ok: tuple[Any, ...] = ()) -> None:
+                   what: str, *, pause: float = 0.05, dead_ok: tuple[Any, ...] = (),
+                   helpers: tuple[subprocess.Popen[bytes], ...] = ()) -> None:
+    """Poll ``check`` until true; fail at once if a worker (or a helper process) died."""
     deadline = time.monotonic() + timeout
     while not await check():
         fleet.check_alive(except_=dead_ok)
+        for helper in helpers:
+            assert helper.poll() in (None, 0), f"helper {helper.args} exited {helper.returncode}"
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         await asyncio.sleep(pause)
 
@@ -178,7 +213,8 @@ async def statuses(store: Store) -> Counter[str]:
 
 
 async def wait_all(store: Store, fleet: Fleet, count: int, status: str, timeout: float, *,
-                   dead_ok: tuple[Any, ...] = ()) -> None:
+                   dead_ok: tuple[Any, ...] = (),
+                   helpers: tuple[subprocess.Popen[bytes], ...] = ()) -> None:
     last: list[Counter[str]] = [Counter()]
 
     async def done() -> bool:
@@ -186,7 +222,7 @@ async def wait_all(store: Store, fleet: Fleet, count: int, status: str, timeout:
         return last[0][status] == count
     try:
         await wait_for(done, fleet, timeout, f"{count} runs {status}", pause=0.1,
-                       dead_ok=dead_ok)
+                       dead_ok=dead_ok, helpers=helpers)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; statuses: {dict(last[0])}") from None
 
