@@ -80,3 +80,37 @@ async def test_a_killed_workers_runs_finish_elsewhere(db: Db, fleet: Fleet, log:
 def steps_of(calls: dict[tuple[str, str], list[Line]], run_id: str) -> list[str]:
     return [step for run, step in calls if run == run_id]
 
+
+
+async def test_a_stopped_worker_hands_its_runs_back_whole(db: Db, fleet: Fleet, log: Path) -> None:
+    """SIGTERM is the graceful way: attempts in flight finish and are journaled, the runs
+    go back to the queue with their lease released, and no step runs twice."""
+    workers, count, concurrency = SIZES[db.name]
+    count //= 2
+    procs = [fleet.start(concurrency=concurrency, poll=0.2) for _ in range(workers)]
+    leaving = procs[0]
+    await fleet.ready()
+    ids = await create_runs(db.url, FIVE, [{"ms": 20}] * count, "term")
+
+    async def under_way() -> bool:
+        return sum(line.pid == leaving.pid for line in read_log(log)) >= concurrency
+    await wait_for(under_way, fleet, 120, "the leaving worker to be busy", pause=0.01)
+    fleet.kill(leaving, signal.SIGTERM)
+    assert leaving.wait(timeout=60) == 0
+    async with open_store(db.url) as store:
+        await wait_all(store, fleet, count, "finished", timeout=180, dead_ok=(leaving,))
+    assert set(fleet.stop().values()) == {0}
+    runs, steps, attempts = await journals(db.url)
+    calls = executions(read_log(log))
+    handed_back = set()
+    for run_id in ids:
+        assert (runs[run_id].status, runs[run_id].result) == ("finished", 5)
+        keys = check_journal(steps[run_id], attempts[run_id])
+        for key in keys:
+            assert len(calls[(run_id, key)]) == 1, calls[(run_id, key)]
+        pids = [calls[(run_id, key)][0].pid for key in keys]
+        if leaving.pid in pids and pids[-1] != leaving.pid:
+            handed_back.add(run_id)
+    assert handed_back, "the leaving worker handed no run back"
+    print(f"\n{db.name}: a worker stopped by SIGTERM handed {len(handed_back)} runs back; "
+          f"others finished them, no step ran twice")
