@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -526,7 +527,12 @@ class Engine:
                 free = slots - len(inflight)
                 if free > 0:
                     now = self.clock.now()
-                    for run_id in await self.store.claimable(now, limit=free + len(inflight)):
+                    # Other workers list the same oldest runs: each takes a random few of
+                    # a wider window, so they seldom race for the same claim.
+                    ready = await self.store.claimable(now, limit=4 * free + len(inflight))
+                    if len(ready) > free:
+                        random.shuffle(ready)
+                    for run_id in ready:
                         if run_id in inflight or skipped.get(run_id, 0.0) > time.monotonic():
                             continue
                         inflight[run_id] = asyncio.ensure_future(self._work_one(run_id, skipped,
