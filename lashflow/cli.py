@@ -240,8 +240,9 @@ def worker(
                 stderr(f"worker {eng.owner}: polling every {poll:g} s, {concurrency} runs at once")
             def on_event(event: dict[str, Any]) -> None:
                 if event["type"] == "run":
-                    settled.setdefault(event["run_id"])
-                    if not as_json:  # one line per drive, as it ends
+                    if as_json:  # kept for the summary only: a long-lived worker keeps none
+                        settled.setdefault(event["run_id"])
+                    else:  # one line per drive, as it ends
                         stdout(f"run {event['run_id']} {event['status']}")
 
             eng.listeners.append(on_event)

@@ -568,7 +568,9 @@ class Engine:
                     and not owner_is_dead(run.lease_owner)):
                 return  # another worker took it since it was listed: no claim to lose
             self._load_run_tools(run)
-            await self.drive(run_id)
+            # through the engine's task registry: a run this engine already drives (a
+            # child it started, a parent it woke) is joined, never driven twice at once
+            await self._spawn(run_id)
         except LashflowError as exc:
             if exc.code == "missing_tools":
                 skipped[run_id] = time.monotonic() + retry_after

@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 TOOLS = HERE / "worker_tools.py"
 FIVE = HERE / "five.lash"
 PARKED = HERE / "parked.lash"
+FANOUT = HERE / "fanout.lash"
 COMPLETER = HERE / "completer.py"
 
 
@@ -185,12 +186,12 @@ class Fleet:
 
 
 async def create_runs(db_url: str, source: Path, inputs: list[dict[str, Any]],
-                      prefix: str) -> list[str]:
+                      prefix: str, process: str | None = None) -> list[str]:
     """Submit runs (queued) through the Python API, as ``lashflow submit`` does."""
     ids = []
     async with Engine(db=db_url, modules=[str(TOOLS)]) as engine:
         for index, data in enumerate(inputs):
-            run = await engine.create(source, input=data, run_id=f"{prefix}{index:05d}")
+            run = await engine.create(source, process, input=data, run_id=f"{prefix}{index:05d}")
             ids.append(run.run_id)
     return ids
 
