@@ -586,14 +586,19 @@ def show(
             outcome = await eng.get(run_id)
             record = await eng.get_record(run_id)
             steps = await eng.steps(run_id)
+        note = record.meta.get("note")  # e.g. a worker that lacks the run's tools
         if as_json:
             data = outcome.to_json()
             data.update(process=record.process, parent_run_id=record.parent_run_id,
                         created_at=record.created_at, updated_at=record.updated_at,
                         steps=[step_json(s) for s in steps])
+            if note:
+                data["note"] = note
             stdout(dumps(data))
         else:
             render_show(display, outcome, record, steps)
+            if note:
+                display.line(f"note: {note}", style="yellow")
         return 0
 
     raise typer.Exit(run_async(go, as_json, run_id=run_id))

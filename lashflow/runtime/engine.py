@@ -342,6 +342,8 @@ class Engine:
                 await self._release(run, generation)
                 raise LashflowError(f"run {run_id} needs tools this worker lacks: {exc.message}",
                                     code="missing_tools") from None
+        if run.meta.get("note"):  # a worker that lacked the tools said so: this one has them
+            await self.store.set_note(run_id, None)
         ctx = _RunContext(run, generation, compiled, cancel_requested=run.cancel_requested,
                           retry_interrupted=retry_interrupted)
         self._active[run_id] = ctx

@@ -127,11 +127,11 @@ class Fleet:
         self.names: dict[int, str] = {}
 
     def start(self, *, concurrency: int = 32, poll: float = 0.5, lease_ttl: float = 30.0,
-              db_url: str | None = None) -> subprocess.Popen[bytes]:
+              tools: bool = True) -> subprocess.Popen[bytes]:
         name = f"worker{len(self.procs)}"
-        args = [sys.executable, "-m", "lashflow", "worker", "--db", db_url or self.db_url,
-                "--tools", str(TOOLS), "--concurrency", str(concurrency), "--poll", str(poll),
-                "--lease-ttl", str(lease_ttl)]
+        args = [sys.executable, "-m", "lashflow", "worker", "--db", self.db_url,
+                "--concurrency", str(concurrency), "--poll", str(poll),
+                "--lease-ttl", str(lease_ttl), *(["--tools", str(TOOLS)] if tools else [])]
         with open(self.tmp_path / f"{name}.out", "wb") as out, \
                 open(self.tmp_path / f"{name}.err", "wb") as err:
             proc = subprocess.Popen(args, env=child_env(self.log), stdout=out, stderr=err,
@@ -186,10 +186,10 @@ class Fleet:
 
 
 async def create_runs(db_url: str, source: Path, inputs: list[dict[str, Any]],
-                      prefix: str, process: str | None = None) -> list[str]:
+                      prefix: str, process: str | None = None, tools: Path = TOOLS) -> list[str]:
     """Submit runs (queued) through the Python API, as ``lashflow submit`` does."""
     ids = []
-    async with Engine(db=db_url, modules=[str(TOOLS)]) as engine:
+    async with Engine(db=db_url, modules=[str(tools)]) as engine:
         for index, data in enumerate(inputs):
             run = await engine.create(source, process, input=data, run_id=f"{prefix}{index:05d}")
             ids.append(run.run_id)
