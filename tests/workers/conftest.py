@@ -16,13 +16,19 @@ from typing import AsyncIterator, Iterator
 import asyncpg
 import pytest
 
+from lashflow.store import open_store
 from workers_support import Db, Fleet, postgres_base_url, shown_url, with_query
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
 async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Db]:
     if request.param == "sqlite":
-        yield Db("sqlite", f"sqlite:///{tmp_path / 'journal.db'}")
+        url = f"sqlite:///{tmp_path / 'journal.db'}"
+        # created (WAL switched on) before the workers start, as a deployment does: several
+        # processes switching a brand-new file to WAL at once can see "database is locked"
+        async with open_store(url):
+            pass
+        yield Db("sqlite", url)
         return
     base = postgres_base_url()
     try:
