@@ -150,7 +150,7 @@ _ATTEMPT_COLUMNS = ("run_id, step_key, attempt, status, code, message, detail, s
 _ATTEMPT_UPSERT = ("ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status = "
                    "EXCLUDED.status, code = EXCLUDED.code, message = EXCLUDED.message, "
                    "detail = EXCLUDED.detail, finished_at = EXCLUDED.finished_at")
-# A run that parks keeps an earlier wake time left on its row by ``mark_due`` while it was
+# A run that parks keeps an earlier wake time left on its row by ``wake`` while it was
 # running (a completion or signal that raced the park); LEAST ignores NULLs.
 _WAKE_AT = "CASE WHEN {new}.status = 'waiting' THEN LEAST(r.wake_at, {new}.wake_at) ELSE {new}.wake_at END"
 
