@@ -20,8 +20,12 @@ SIZES = {"postgres": (3, scaled("runs", 300), 16), "sqlite": (3, scaled("sqlite_
 
 async def test_a_killed_workers_runs_finish_elsewhere(db: Db, fleet: Fleet, log: Path) -> None:
     workers, count, concurrency = SIZES[db.name]
-    # a short lease, should the dead owner not be provable (here it is: same host)
-    procs = [fleet.start(concurrency=concurrency, poll=0.2, lease_ttl=3.0) for _ in range(workers)]
+    # The dead worker's runs are taken at once: it ran on this host and its pid is gone.
+    # (A worker on another host would wait for the lease; test_workers_fencing covers a
+    # lease that expires.) The lease is long so that a live worker, slowed down by a busy
+    # machine, never loses a run here.
+    procs = [fleet.start(concurrency=concurrency, poll=0.2, lease_ttl=10.0)
+             for _ in range(workers)]
     victim = procs[0]
     await fleet.ready()
     ids = await create_runs(db.url, FIVE, [{"ms": 20}] * count, "kill")
