@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +70,10 @@ def run_cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.
 
 
 def start_and_kill(env: dict[str, str], folder: Path, source: str, marker: str,
-                   run_id: str, input_json: str = "{}") -> None:
+                   run_id: str, input_json: str = "{}", *, ready: Any = None,
+                   settle: float = 0.05) -> None:
+    """Run the flow in a worker process and SIGKILL it once ``marker`` exists (or
+    ``ready()`` is true), after ``settle`` seconds at that point."""
     (folder / "flow.lash").write_text(textwrap.dedent(source))
     (folder / "flow.py").write_text(TOOLS.replace("def flaky(call_input: dict = None)",
                                                   "def flaky(n: int)"))
@@ -77,13 +81,14 @@ def start_and_kill(env: dict[str, str], folder: Path, source: str, marker: str,
         [sys.executable, "-m", "lashflow", "run", str(folder / "flow.lash"), "--run-id", run_id,
          "--input", input_json, "--json"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reached = ready or (lambda: (folder / marker).exists())
     deadline = time.monotonic() + 60
-    while not (folder / marker).exists():
+    while not reached():
         if proc.poll() is not None:
             raise AssertionError(f"worker exited early: {proc.stderr.read().decode()}")
         assert time.monotonic() < deadline, f"the worker never reached {marker}"
         time.sleep(0.01)
-    time.sleep(0.05)  # let it sit at the point: nothing more may be written
+    time.sleep(settle)  # let it sit at the point: nothing more may be written
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     proc.stdout.close()
@@ -194,19 +199,9 @@ def test_killed_while_waiting_on_a_sleep_resumes_after_it(tmp_path: Path,
     }
     """
     (tmp_path / "in_first.marker").write_text("skip")
-    (tmp_path / "flow.lash").write_text(textwrap.dedent(source))
-    (tmp_path / "flow.py").write_text(TOOLS)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lashflow", "run", str(tmp_path / "flow.lash"), "--run-id",
-         "nap-1", "--input", '{"n": 3}', "--json"],
-        env=cli_env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while calls(tmp_path, "last") == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.3)  # inside the sleep: the run is parked, the CLI waits to drive it on
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    # killed inside the sleep: the run is parked, the CLI waits to drive it on
+    start_and_kill(cli_env, tmp_path, source, "last.calls", "nap-1", '{"n": 3}',
+                   ready=lambda: calls(tmp_path, "last") > 0, settle=0.3)
     time.sleep(1.3)
     resumed = run_cli(cli_env, "resume", "nap-1", "--json")
     assert resumed.returncode == 0, resumed.stderr
