@@ -551,7 +551,12 @@ class Engine:
                                    return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
                 for run_id in [r for r, t in inflight.items() if t.done()]:
-                    inflight.pop(run_id).result()
+                    failure = inflight.pop(run_id).exception()
+                    if failure is not None:
+                        # One run's trouble (a locked database, a lost connection) must not
+                        # stop the worker: say so, and try that run again a little later.
+                        log.error("run %s: %s", run_id, getattr(failure, "message", failure))
+                        skipped[run_id] = time.monotonic() + min(retry_skipped, 2.0)
         finally:
             stopper.cancel()
             for ctx in self._active.values():

@@ -180,6 +180,8 @@ class SqliteStore(Store):
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        if self._is_current(conn):
+            return  # the common case: no write lock taken just to open
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
@@ -201,6 +203,16 @@ class SqliteStore(Store):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    @staticmethod
+    def _is_current(conn: sqlite3.Connection) -> bool:
+        """The schema is this version's and the key secret exists."""
+        try:
+            rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
+                                     "('schema_version', 'secret')").fetchall())
+        except sqlite3.OperationalError:  # a new file: no meta table yet
+            return False
+        return rows.get("schema_version") == str(SCHEMA_VERSION) and "secret" in rows
 
     async def close(self) -> None:
         while self._flushing or self._queue:

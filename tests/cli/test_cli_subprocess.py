@@ -133,7 +133,13 @@ def test_worker_runs_submitted_runs_and_stops_on_sigterm(lfx: Lfx, example: Any,
         file, data = example("fanout")
         submitted = lfx("submit", file, "--input", data, "--run-id", "wk-1")
         assert submitted.code == 0, submitted.err
-        wait_for(lambda: lfx("show", "wk-1", "--json").json["status"] == "finished")
+        try:
+            wait_for(lambda: lfx("show", "wk-1", "--json").json["status"] == "finished")
+        except AssertionError:  # say what the worker and the run were doing
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=60)
+            raise AssertionError(f"worker said: {out!r} {err!r}; the run: "
+                                 f"{lfx('show', 'wk-1', '--json').out}") from None
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=60)
     finally:

@@ -72,3 +72,36 @@ async def test_a_worker_without_the_tools_leaves_the_run_and_says_why(db_url: st
     async with Engine(db=db_url, tools=[step]) as able:
         await able.work(2, idle_exit=0.3, poll=0.05)
         assert (await able.get("needs-step")).status is RunStatus.FINISHED
+
+
+async def test_a_database_error_on_one_run_does_not_stop_the_worker(db_url: str, caplog) -> None:
+    """The first claim of a run fails as a locked database would; the worker logs it,
+    keeps serving, and finishes the run on a later pass."""
+    from lashflow.errors import DbError
+
+    CALLS.clear()
+    async with Engine(db=db_url, tools=[step]) as submitter:
+        await submitter.create(FIVE, input={"name": "u"}, run_id="flaky")
+    async with Engine(db=db_url, tools=[step]) as worker:
+        real_claim = worker.store.claim
+        failures = []
+
+        async def claim_once_failing(*args, **kwargs):
+            if not failures:
+                failures.append(args[0])
+                raise DbError("database error: database is locked")
+            return await real_claim(*args, **kwargs)
+
+        worker.store.claim = claim_once_failing  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.work(2, stop=stop, poll=0.05))
+        for _ in range(400):
+            if (await worker.get_record("flaky")).status == "finished":
+                break
+            await asyncio.sleep(0.025)
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        assert failures == ["flaky"]
+        assert (await worker.get("flaky")).status is RunStatus.FINISHED
+    assert "run flaky: database error: database is locked" in caplog.text
+    assert len(CALLS) == 5
