@@ -211,6 +211,18 @@ class Engine:
     async def create(self, source_or_path: str | os.PathLike[str], process: str | None = None,
                      input: Any = None, run_id: str | None = None) -> RunRecord:
         """Validate and store a new run (status ``queued``) without driving it."""
+        run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False)
+        return run
+
+    async def _create(self, source_or_path: str | os.PathLike[str], process: str | None,
+                      input: Any, run_id: str | None, *,
+                      claim: bool) -> tuple[RunRecord, "_Compiled", bool]:
+        """Store a new run; returns (run as stored, compiled, created by this call).
+
+        With ``claim`` a new run is stored already ``running`` under this engine's lease
+        (generation 1), in the same transaction: the caller drives it at once with no
+        claim, no re-read and no journal load (it has none). An existing run is returned
+        as stored, for the caller to join or drive the usual way."""
         from .inputs import check_input
 
         text, path = self._read_source(source_or_path)
@@ -226,27 +238,41 @@ class Engine:
             process=process_name, input=data, input_hash=input_hash, status="queued",
             created_at=now, updated_at=now,
             meta={"file": path, "tool_modules": sorted(self._loaded_modules)})
+        if claim:
+            run.status, run.generation = "running", 1
+            run.lease_owner, run.lease_expires = self.owner, now + self.lease_ttl
         await self.store.put_source(compiled.source_hash, text)
         stored, created = await self.store.create_run(run)
         if not created and (stored.source_hash != run.source_hash or stored.input_hash != input_hash):
             raise RunConflict(f"run {run.run_id} already exists with a different "
                               f"{'source' if stored.source_hash != run.source_hash else 'input'}")
-        return stored
+        return (run if created else stored), compiled, created
 
     async def start(self, source_or_path: str | os.PathLike[str], process: str | None = None,
                     input: Any = None, run_id: str | None = None) -> RunHandle:
-        run = await self.create(source_or_path, process, input, run_id)
+        run, compiled, created = await self._create(source_or_path, process, input, run_id,
+                                                    claim=True)
+        if created:
+            return RunHandle(run.run_id, self._spawn(run.run_id, fresh=(run, compiled)))
         return RunHandle(run.run_id, self._spawn(run.run_id))
 
     async def run(self, source_or_path: str | os.PathLike[str], process: str | None = None,
                   input: Any = None, run_id: str | None = None) -> RunOutcome:
-        run = await self.create(source_or_path, process, input, run_id)
+        run, compiled, created = await self._create(source_or_path, process, input, run_id,
+                                                    claim=True)
+        if created:
+            return await self._spawn(run.run_id, fresh=(run, compiled))
         return await self._join(run.run_id)
 
-    def _spawn(self, run_id: str, **options: Any) -> asyncio.Task[RunOutcome]:
+    def _spawn(self, run_id: str, *, fresh: tuple[RunRecord, "_Compiled"] | None = None,
+               **options: Any) -> asyncio.Task[RunOutcome]:
         task = self._tasks.get(run_id)
         if task is None or task.done():
-            task = asyncio.get_running_loop().create_task(self.drive(run_id, **options))
+            loop = asyncio.get_running_loop()
+            if fresh is not None:
+                task = loop.create_task(self._drive_fresh(*fresh))
+            else:
+                task = loop.create_task(self.drive(run_id, **options))
             self._tasks[run_id] = task
             task.add_done_callback(lambda done: self._forget(run_id, done))
         return task
@@ -346,16 +372,25 @@ class Engine:
             await self.store.set_note(run_id, None)
         ctx = _RunContext(run, generation, compiled, cancel_requested=run.cancel_requested,
                           retry_interrupted=retry_interrupted)
+        return await self._drive_claimed(ctx, fresh=False)
+
+    async def _drive_fresh(self, run: RunRecord, compiled: "_Compiled") -> RunOutcome:
+        """A run this engine just created under its own lease: nothing to read first."""
+        async with self._slots:
+            return await self._drive_claimed(_RunContext(run, run.generation, compiled),
+                                             fresh=True)
+
+    async def _drive_claimed(self, ctx: "_RunContext", *, fresh: bool) -> RunOutcome:
+        run_id = ctx.run.run_id
         self._active[run_id] = ctx
         self._ensure_cancel_watch()
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ctx))
         try:
-            return await self._execute(ctx)
+            return await self._execute(ctx, fresh=fresh)
         except Fenced:
             log.warning("run %s: its lease moved to another worker; this one stopped driving it",
                         run_id)
-            fresh = await self._require(run_id)
-            return self._outcome(fresh)
+            return self._outcome(await self._require(run_id))
         finally:
             heartbeat.cancel()
             self._active.pop(run_id, None)
@@ -391,15 +426,18 @@ class Engine:
         await self.store.commit(Commit(run.run_id, generation, run=RunChange(
             run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True)))
 
-    async def _execute(self, ctx: _RunContext) -> RunOutcome:
+    async def _execute(self, ctx: _RunContext, *, fresh: bool = False) -> RunOutcome:
         from .errors import LashRuntimeError
         from .values import from_json, to_json
         from .vm import execute
 
         run = ctx.run
+        steps: list[Any] = []
+        attempts: list[Any] = []
         try:
-            steps, attempts = await self.store.load_journal(run.run_id)
-            check_journal(run.run_id, steps)
+            if not fresh:  # a run created a moment ago under our lease has no journal yet
+                steps, attempts = await self.store.load_journal(run.run_id)
+                check_journal(run.run_id, steps)
         except JournalCorrupt as exc:
             if not ctx.cancel_requested:
                 return await self._journal_corrupt(ctx, exc)
