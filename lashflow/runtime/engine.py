@@ -107,6 +107,7 @@ class Engine:
         self._compiled: dict[str, _Compiled] = {}
         self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
         self._active: dict[str, _RunContext] = {}
+        self._draining = False  # a worker loop is stopping: runs starting now stop at once
         self._wakeups: set[asyncio.Task[RunOutcome]] = set()
         self._cancel_watch: asyncio.Task[None] | None = None
         self._slots = asyncio.Semaphore(concurrency)
@@ -382,6 +383,7 @@ class Engine:
 
     async def _drive_claimed(self, ctx: "_RunContext", *, fresh: bool) -> RunOutcome:
         run_id = ctx.run.run_id
+        ctx.drain_requested = self._draining
         self._active[run_id] = ctx
         self._ensure_cancel_watch()
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(ctx))
@@ -490,6 +492,7 @@ class Engine:
                 "message": f"lashflow stopped this run on an internal error: "
                            f"{type(exc).__name__}: {exc}; the journal is intact, "
                            f"`lashflow resume {run.run_id}` retries"})
+        await host.settle_writes()  # the last step reaches the disk before the run's end
         if ctx.cancel_requested and change.status in ("finished", "failed"):
             # the cancel landed while an attempt was in flight: the call came back cancelled
             # and the program ended on it (e.g. through `?`); the run was cancelled.
@@ -533,6 +536,7 @@ class Engine:
         return self._outcome(ctx.run)
 
     async def _settle_cancelled(self, ctx: _RunContext, host: DurableHost) -> RunOutcome:
+        await host.settle_writes()
         await self.tool_runner.cancel_pending(host)
         change = RunChange("cancelled", error={"code": "cancelled",
                                                "message": "lashlang process was cancelled"},
@@ -570,6 +574,8 @@ class Engine:
                     # Other workers list the same oldest runs: each takes a random few of
                     # a wider window, so they seldom race for the same claim.
                     ready = await self.store.claimable(now, limit=4 * free + len(inflight))
+                    if stop.is_set():
+                        break  # stopped while listing: claim nothing more
                     if len(ready) > free:
                         random.shuffle(ready)
                     for run_id in ready:
@@ -597,10 +603,16 @@ class Engine:
                         skipped[run_id] = time.monotonic() + min(retry_skipped, 2.0)
         finally:
             stopper.cancel()
+            # Runs in flight stop at their next effect; runs whose claim is still under way
+            # (not yet in ``_active``) see the flag when their drive begins.
+            self._draining = True
             for ctx in self._active.values():
                 ctx.drain_requested = True
-            if inflight:
-                await asyncio.gather(*inflight.values(), return_exceptions=True)
+            try:
+                if inflight:
+                    await asyncio.gather(*inflight.values(), return_exceptions=True)
+            finally:
+                self._draining = False
         return driven
 
     async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float) -> None:

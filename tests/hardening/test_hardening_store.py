@@ -126,11 +126,14 @@ async def test_a_locked_database_waits_the_busy_timeout_then_fails_clearly(tmp_p
     try:
         engine = Engine(db=f"sqlite:///{db}", tools=TOOLS)
         engine.store.busy_timeout = 0.5  # type: ignore[attr-defined]
-        started = time.perf_counter()
-        with pytest.raises(DbError) as info:
-            async with engine:
-                pass
-        waited = time.perf_counter() - started
+        async with engine:  # opening reads only (WAL readers never wait for the writer)
+            assert await engine.list() == []
+            _reset()
+            GATE["open"].set()
+            started = time.perf_counter()
+            with pytest.raises(DbError) as info:
+                await engine.run(FLOW, input={"n": 1})  # the first write meets the lock
+            waited = time.perf_counter() - started
     finally:
         _stop(locker)
     assert 0.4 <= waited < 5.0  # it waited for the lock, then gave up
@@ -155,15 +158,19 @@ async def test_a_lock_released_within_the_busy_timeout_is_waited_out(tmp_path: P
 
 
 def test_a_locked_database_through_the_cli_is_one_line(tmp_path: Path) -> None:
-    """`lashflow list` while another process holds the lock: after the busy timeout
-    (5 s), exit 2 and `error[db_error]: ... database is locked`, no traceback."""
+    """`lashflow submit` while another process holds the write lock: after the busy
+    timeout (5 s), exit 2 and `error[db_error]: ... database is locked`, no traceback.
+    Reading (`lashflow list`) is not held up by the writer at all."""
     db = tmp_path / "cli.db"
     asyncio.run(_fresh(db))
     env = cli_env(f"sqlite:///{db}")
+    flow = tmp_path / "tiny.lash"
+    flow.write_text("process tiny(n: int) {\n  finish n\n}\n")
     locker = _lock(db, 60)
     try:
+        assert run_cli(env, "list").returncode == 0
         started = time.perf_counter()
-        listed = run_cli(env, "list")
+        listed = run_cli(env, "submit", str(flow), "--input", '{"n": 1}')
         waited = time.perf_counter() - started
     finally:
         _stop(locker)

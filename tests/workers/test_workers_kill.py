@@ -115,6 +115,10 @@ async def test_a_stopped_worker_hands_its_runs_back_whole(db: Db, fleet: Fleet, 
         pids = [calls[(run_id, key)][0].pid for key in keys]
         if leaving.pid in pids and pids[-1] != leaving.pid:
             handed_back.add(run_id)
-    assert handed_back, "the leaving worker handed no run back"
+    touched = {run_id: [calls[(run_id, key)][0].pid for key in check_journal(steps[run_id],
+                                                                           attempts[run_id])]
+               for run_id in ids}
+    assert handed_back, ("the leaving worker handed no run back: "
+                         f"{ {r: p for r, p in touched.items() if leaving.pid in p} }")
     print(f"\n{db.name}: a worker stopped by SIGTERM handed {len(handed_back)} runs back; "
           f"others finished them, no step ran twice")
