@@ -170,11 +170,27 @@ class SqliteStore(Store):
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
         self._db.daemon = True  # never keep a crashed process alive
         try:
-            await self._call(self._setup)
+            await self._setup_with_retry()
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
             db, self._db = self._db, None
             await db.close()
             raise
+
+    async def _setup_with_retry(self) -> None:
+        """Several processes opening a brand-new file at once: switching it to WAL can be
+        refused at once with "database is locked" (SQLite does not wait its busy timeout
+        there), so the whole setup is tried again until the busy timeout has passed."""
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.005
+        while True:
+            try:
+                await self._call(self._setup)
+                return
+            except DbError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
