@@ -14,6 +14,7 @@ from typing import Any, overload
 
 from lashflow.tools.context import ToolCall
 from lashflow.tools.definition import ANY_OBJECT_SCHEMA, ToolDefinition
+from lashflow.tools.plain_types import fast_arguments, fast_output, plain_input_schema, plain_schema
 from lashflow.tools.results import ToolResult
 from lashflow.tools.retry import RetryPolicy
 
@@ -51,8 +52,6 @@ class FunctionTool:
             raise TypeError(f"@tool needs an `async def` function, got {fn!r}")
         if cancel_external is not None and not inspect.iscoroutinefunction(cancel_external):
             raise TypeError("cancel_external must be an `async def` function taking the key")
-        from pydantic import ConfigDict, TypeAdapter, create_model
-
         self.fn = fn
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", "tool")
@@ -75,21 +74,26 @@ class FunctionTool:
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, default)
         self._field_names = tuple(fields)
+        self._fields = fields
+        self._input_model: Any = None  # built on first need (see plain_types)
+        self._plain_input = False
         if fields:
-            self._input_model: Any = create_model(  # type: ignore[call-overload]
-                f"{self.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
-            )
-            input_schema = self._input_model.model_json_schema()
+            input_schema = plain_input_schema(f"{self.__name__}_input", fields)
+            self._plain_input = input_schema is not None
+            if input_schema is None:
+                input_schema = self._model().model_json_schema()
         else:
-            self._input_model = None
             input_schema = dict(ANY_OBJECT_SCHEMA)
 
         returns = hints.get("return", inspect.Signature.empty)
-        self._output: Any = None
+        self._returns: Any = None  # None: the output is not validated
+        self._output_adapter: Any = None
         output_schema = None
         if returns is not inspect.Signature.empty and returns is not Any and not _is_tool_result(returns):
-            self._output = TypeAdapter(returns)
-            output_schema = self._output.json_schema(mode="serialization")
+            self._returns = returns
+            output_schema = plain_schema(returns)
+            if output_schema is None:
+                output_schema = self._adapter().json_schema(mode="serialization")
 
         tool_name = name or self.__name__
         self.definition = ToolDefinition(
@@ -105,6 +109,23 @@ class FunctionTool:
             output_tail=output_tail,
         )
 
+    def _model(self) -> Any:
+        """The pydantic input model (extra keys refused), made once, when first needed."""
+        if self._input_model is None:
+            from pydantic import ConfigDict, create_model
+
+            self._input_model = create_model(  # type: ignore[call-overload]
+                f"{self.__name__}_input", __config__=ConfigDict(extra="forbid"), **self._fields
+            )
+        return self._input_model
+
+    def _adapter(self) -> Any:
+        if self._output_adapter is None:
+            from pydantic import TypeAdapter
+
+            self._output_adapter = TypeAdapter(self._returns)
+        return self._output_adapter
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calling the tool directly calls the function (handy in unit tests)."""
         return self.fn(*args, **kwargs)
@@ -114,36 +135,41 @@ class FunctionTool:
         return self._cancel_hook
 
     async def execute(self, call: ToolCall) -> ToolResult:
-        kwargs: dict[str, Any] = {}
-        if self._input_model is not None:
-            from pydantic import ValidationError
-
+        kwargs: dict[str, Any] | None = {}
+        if self._fields:
             data = call.input if call.input is not None else {}
-            try:
-                parsed = self._input_model.model_validate(data)
-            except ValidationError as exc:
-                return ToolResult.err(str(exc), code="tool_input_invalid")
-            kwargs = {field: getattr(parsed, field) for field in self._field_names}
+            kwargs = fast_arguments(self._fields, data) if self._plain_input else None
+            if kwargs is None:
+                from pydantic import ValidationError
+
+                try:
+                    parsed = self._model().model_validate(data)
+                except ValidationError as exc:
+                    return ToolResult.err(str(exc), code="tool_input_invalid")
+                kwargs = {field: getattr(parsed, field) for field in self._field_names}
         if self._call_param is not None:
             kwargs[self._call_param] = call
         returned = await self.fn(**kwargs)
         if isinstance(returned, ToolResult):
-            if not returned.is_ok or self._output is None:
+            if not returned.is_ok or self._returns is None:
                 return returned
             returned = returned.value
         return self._checked_output(returned)
 
     def _checked_output(self, value: Any) -> ToolResult:
-        if self._output is None:
+        if self._returns is None:
             try:
                 return ToolResult.ok(value)
             except Exception as exc:  # not JSON-representable
                 return ToolResult.failure(f"tool output is not JSON data: {exc}", code="tool_output_invalid")
+        if fast_output(self._returns, value):
+            return ToolResult.ok(value)
         from pydantic import ValidationError
 
+        adapter = self._adapter()
         try:
-            validated = self._output.validate_python(value)
-            return ToolResult.ok(self._output.dump_python(validated, mode="json"))
+            validated = adapter.validate_python(value)
+            return ToolResult.ok(adapter.dump_python(validated, mode="json"))
         except ValidationError as exc:
             return ToolResult.failure(str(exc), code="tool_output_invalid")
         except Exception as exc:  # serialization failure
