@@ -9,7 +9,6 @@ re-driven later by replay.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LashflowError
@@ -23,13 +22,6 @@ if TYPE_CHECKING:
     from .engine import Engine, _RunContext
 
 MAX_DETAIL_ARGS = 4096  # arguments above this size are kept as a hash only
-
-
-def _retrieve(future: "asyncio.Future[None]") -> None:
-    """A write-behind commit's error is raised by ``settle_writes``; if the run was
-    cancelled before it got there, mark it seen so asyncio does not warn."""
-    if not future.cancelled():
-        future.exception()
 
 
 class ReplayMismatch(LashflowError):
@@ -76,26 +68,6 @@ class DurableHost:
             self.cancel_event.set()
         self.effects = 0
         self.steps_done = 0
-        self._unsettled: asyncio.Future[None] | None = None
-
-    # -- write-behind ----------------------------------------------------------------------
-    # A finished step's commit may still be on its way to disk while the interpreter runs the
-    # pure code that follows (no one can observe that) and prepares the next call; before
-    # anything observable happens (a tool runs, a wait, a child, the run's end is written)
-    # ``settle_writes`` waits for it. So each step still costs one durable commit, but the
-    # interpreter's own work overlaps the fsync instead of adding to it.
-    def commit_behind(self, steps: list[StepRecord], attempts: list[AttemptRecord]) -> None:
-        """Start committing; ``settle_writes`` (next effect or end of run) waits for it."""
-        assert self._unsettled is None, "one write-behind commit at a time"
-        future = asyncio.ensure_future(self._commit_now(steps, attempts))
-        future.add_done_callback(_retrieve)
-        self._unsettled = future
-
-    async def settle_writes(self) -> None:
-        """Return once every commit started by this host is durable (or raise its error)."""
-        future, self._unsettled = self._unsettled, None
-        if future is not None:
-            await future
 
     # -- journal helpers -----------------------------------------------------------------
     def new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
@@ -116,10 +88,6 @@ class DurableHost:
         return record
 
     async def commit(self, steps: list[StepRecord] = (), attempts: list[AttemptRecord] = ()) -> None:  # type: ignore[assignment]
-        await self.settle_writes()  # journal writes reach the disk in the order made
-        await self._commit_now(steps, attempts)
-
-    async def _commit_now(self, steps: Any, attempts: Any) -> None:
         await self.engine.store.commit(Commit(self.run_id, self.ctx.generation, list(steps),
                                               list(attempts)))
         if self.engine.listeners:
@@ -168,7 +136,6 @@ class DurableHost:
         if kind is fx.ToolCall:
             self._check_cancel()
             return await self._tool_call(effect)  # type: ignore[arg-type]
-        await self.settle_writes()
         self._check_cancel()
         handler = _HANDLERS[kind]
         return await handler(self, effect)

@@ -492,7 +492,6 @@ class Engine:
                 "message": f"lashflow stopped this run on an internal error: "
                            f"{type(exc).__name__}: {exc}; the journal is intact, "
                            f"`lashflow resume {run.run_id}` retries"})
-        await host.settle_writes()  # the last step reaches the disk before the run's end
         if ctx.cancel_requested and change.status in ("finished", "failed"):
             # the cancel landed while an attempt was in flight: the call came back cancelled
             # and the program ended on it (e.g. through `?`); the run was cancelled.
@@ -536,7 +535,6 @@ class Engine:
         return self._outcome(ctx.run)
 
     async def _settle_cancelled(self, ctx: _RunContext, host: DurableHost) -> RunOutcome:
-        await host.settle_writes()
         await self.tool_runner.cancel_pending(host)
         change = RunChange("cancelled", error={"code": "cancelled",
                                                "message": "lashlang process was cancelled"},

@@ -221,7 +221,6 @@ class ToolRunner:
         if self.engine.listeners:
             self.engine.notify({"type": "tools", "run_id": host.run_id,
                                 "tools": [tools[c.step_key][0] for c in planned]})
-        await host.settle_writes()  # the previous step is durable before this one runs
         results = await self.dispatcher.batch(planned, run_id=host.run_id, journal=journal,
                                               cancel=host.cancel_event)
         answers: list[Any] = []
@@ -239,10 +238,8 @@ class ToolRunner:
             if final is not None:
                 attempts.append(final)
             answers.append(self._answer(outcome))
-        if pending:
+        if steps or attempts:
             await host.commit(steps, attempts)
-        elif steps or attempts:
-            host.commit_behind(steps, attempts)  # durable before the run's next effect
         for index, result in pending:
             answer = await self._begin_wait(host, result.step_key, result.outcome)
             answers[index] = answer
