@@ -130,6 +130,9 @@ def _step_from_row(run_id: str, row: tuple[Any, ...]) -> StepRecord:
                       row[9], row[10])
 
 
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection holds it
+
+
 class SqliteStore(Store):
     """The embedded default store. ``synchronous`` is ``FULL`` (survives power loss) or
     ``NORMAL`` (survives a killed process)."""
@@ -187,7 +190,8 @@ class SqliteStore(Store):
                 await self._call(self._setup)
                 return
             except DbError as exc:
-                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                cause = getattr(exc.__cause__, "sqlite_errorcode", None)
+                if cause not in _BUSY_CODES or time.monotonic() + pause > deadline:
                     raise
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.1)

@@ -73,7 +73,6 @@ class FunctionTool:
                 continue
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, default)
-        self._field_names = tuple(fields)
         self._fields = fields
         self._input_model: Any = None  # built on first need (see plain_types)
         self._plain_input = False
@@ -146,7 +145,7 @@ class FunctionTool:
                     parsed = self._model().model_validate(data)
                 except ValidationError as exc:
                     return ToolResult.err(str(exc), code="tool_input_invalid")
-                kwargs = {field: getattr(parsed, field) for field in self._field_names}
+                kwargs = {field: getattr(parsed, field) for field in self._fields}
         if self._call_param is not None:
             kwargs[self._call_param] = call
         returned = await self.fn(**kwargs)
