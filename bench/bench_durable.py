@@ -215,9 +215,9 @@ def _count_store_calls(store: Any) -> dict[str, int]:
         counts["round_trips"] += 1
         return await call(fn, *args)
 
-    def counting_apply(*args: Any) -> Any:
+    def counting_apply(*args: Any, **options: Any) -> Any:
         counts["transactions"] += 1
-        return apply(*args)
+        return apply(*args, **options)
 
     store._call, store._apply = counting_call, counting_apply
     return counts

@@ -68,6 +68,10 @@ class DurableHost:
             self.cancel_event.set()
         self.effects = 0
         self.steps_done = 0
+        # Outcomes of the last tool batch, not yet written: they go with the run's next
+        # write, which comes before its next effect or at its end (ADR 0009).
+        self._held_steps: list[StepRecord] = []
+        self._held_attempts: list[AttemptRecord] = []
 
     # -- journal helpers -----------------------------------------------------------------
     def new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
@@ -88,8 +92,33 @@ class DurableHost:
         return record
 
     async def commit(self, steps: list[StepRecord] = (), attempts: list[AttemptRecord] = ()) -> None:  # type: ignore[assignment]
-        await self.engine.store.commit(Commit(self.run_id, self.ctx.generation, list(steps),
-                                              list(attempts)))
+        """Write ``steps`` and ``attempts`` durably, together with any held outcomes."""
+        held_steps, held_attempts = self.take_held()
+        steps, attempts = held_steps + list(steps), held_attempts + list(attempts)
+        await self.engine.store.commit(Commit(self.run_id, self.ctx.generation, steps, attempts))
+        self.notify_steps(steps)
+
+    def hold(self, steps: list[StepRecord], attempts: list[AttemptRecord]) -> None:
+        """Keep a batch's final outcomes for the run's next write instead of writing them
+        now. Safe because every effect first calls ``flush_held`` and every end of a
+        drive writes them with the run's new status: nothing observable happens between.
+        A crash in between loses them exactly as a crash just before their own commit
+        would have (the attempt counts as interrupted); it saves one fsync per run."""
+        self._held_steps += steps
+        self._held_attempts += attempts
+
+    def take_held(self) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        """The held outcomes, for a write that will carry them (they are no longer held)."""
+        steps, attempts = self._held_steps, self._held_attempts
+        if steps or attempts:
+            self._held_steps, self._held_attempts = [], []
+        return steps, attempts
+
+    async def flush_held(self) -> None:
+        if self._held_steps or self._held_attempts:
+            await self.commit()
+
+    def notify_steps(self, steps: list[StepRecord]) -> None:
         if self.engine.listeners:
             for step in steps:
                 self.engine.notify({"type": "step", "run_id": self.run_id, "step": step.step_key,
@@ -128,6 +157,8 @@ class DurableHost:
         kind = type(effect)
         if kind is fx.Finish or kind is fx.Fail:  # the end of the run, not an effect to count
             return effect.value  # type: ignore[union-attr]
+        if self._held_steps or self._held_attempts:
+            await self.commit()  # the last batch's outcomes are durable before this effect
         self.effects += 1
         limit = self.engine.limits.max_effects
         if self.effects > limit:

@@ -106,6 +106,7 @@ class Engine:
         self.store = open_store(db)
         self._compiled: dict[str, _Compiled] = {}
         self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
+        self._creating = 0  # run()/start() calls storing their run (not yet in _tasks)
         self._active: dict[str, _RunContext] = {}
         self._draining = False  # a worker loop is stopping: runs starting now stop at once
         self._wakeups: set[asyncio.Task[RunOutcome]] = set()
@@ -121,6 +122,7 @@ class Engine:
 
         await self.store.open()
         self._opened = True
+        self.store.lone_writer = self._lone_writer
         self.tool_runner = ToolRunner(self)
         for item in self._initial_tools:
             self.tool_runner.add_tool(item)
@@ -208,6 +210,11 @@ class Engine:
         names = ", ".join(p.name for p in module.processes)
         raise UsageError(f"the file has several processes ({names}); choose one with --process")
 
+    def _lone_writer(self) -> bool:
+        """At most one run is being created or driven here: nobody to share a group
+        commit with, so the store may commit on the loop's thread (ADR 0008)."""
+        return self._creating + len(self._tasks) <= 1
+
     # -- starting ---------------------------------------------------------------------------
     async def create(self, source_or_path: str | os.PathLike[str], process: str | None = None,
                      input: Any = None, run_id: str | None = None) -> RunRecord:
@@ -242,8 +249,12 @@ class Engine:
         if claim:
             run.status, run.generation = "running", 1
             run.lease_owner, run.lease_expires = self.owner, now + self.lease_ttl
-        await self.store.put_source(compiled.source_hash, text)
-        stored, created = await self.store.create_run(run)
+        self._creating += 1
+        try:
+            await self.store.put_source(compiled.source_hash, text)
+            stored, created = await self.store.create_run(run)
+        finally:
+            self._creating -= 1
         if not created and (stored.source_hash != run.source_hash or stored.input_hash != input_hash):
             raise RunConflict(f"run {run.run_id} already exists with a different "
                               f"{'source' if stored.source_hash != run.source_hash else 'input'}")
@@ -497,7 +508,9 @@ class Engine:
             # and the program ended on it (e.g. through `?`); the run was cancelled.
             return await self._settle_cancelled(ctx, host)
         change.release_lease = True
-        await self.store.commit(Commit(run.run_id, ctx.generation, run=change))
+        steps, attempts = host.take_held()  # the last batch's outcomes go with the end
+        await self.store.commit(Commit(run.run_id, ctx.generation, steps, attempts, run=change))
+        host.notify_steps(steps)
         run.status, run.result, run.error, run.waiting = (change.status, change.result,
                                                           change.error, change.waiting)
         outcome = self._outcome(run, prints=host.prints)
@@ -535,6 +548,7 @@ class Engine:
         return self._outcome(ctx.run)
 
     async def _settle_cancelled(self, ctx: _RunContext, host: DurableHost) -> RunOutcome:
+        await host.flush_held()
         await self.tool_runner.cancel_pending(host)
         change = RunChange("cancelled", error={"code": "cancelled",
                                                "message": "lashlang process was cancelled"},

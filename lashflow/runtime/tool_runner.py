@@ -238,8 +238,10 @@ class ToolRunner:
             if final is not None:
                 attempts.append(final)
             answers.append(self._answer(outcome))
-        if steps or attempts:
-            await host.commit(steps, attempts)
+        if pending:
+            await host.commit(steps, attempts)  # before the waits open
+        elif steps or attempts:
+            host.hold(steps, attempts)  # written before the next effect (ADR 0009)
         for index, result in pending:
             answer = await self._begin_wait(host, result.step_key, result.outcome)
             answers[index] = answer

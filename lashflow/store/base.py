@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import DbError, LashflowError
 
@@ -122,6 +122,9 @@ class Store(abc.ABC):
     """Async journal storage. All methods are safe to call concurrently."""
 
     url: str
+    # Set by the engine: says whether at most one caller can be writing at a time, so a
+    # store may skip what only pays off when writes are shared (ADR 0008). A hint.
+    lone_writer: Callable[[], bool] | None = None
 
     @abc.abstractmethod
     async def open(self) -> None: ...

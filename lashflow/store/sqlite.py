@@ -8,6 +8,11 @@ committed together in the next transaction (group commit): many runs share one f
 and each run continues only once its own write is durable. The other writes (creating
 and claiming runs, completions, signals, lease renewals) join the same queue, so with
 many runs in flight they share those fsyncs too instead of paying one each.
+
+A lone writer (the engine says no other caller can be waiting to write: one run, as in a
+CLI ``run`` or a sequential loop of ``Engine.run``) has nobody to share an fsync with, so
+its writes skip the hop and commit on the caller's thread (ADR 0008): the event loop
+waits the commit out, the run would have waited for it anyway.
 """
 
 from __future__ import annotations
@@ -145,6 +150,10 @@ class SqliteStore(Store):
         self._db: aiosqlite.Connection | None = None
         self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
         self._flushing = False
+        self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
+        # Set by the engine: true while no other caller can be waiting to write, so a
+        # write gains nothing from the group commit and is committed inline (ADR 0008).
+        self.lone_writer: Callable[[], bool] | None = None
         self._secret: bytes | None = None
         # Sources are content-addressed and never deleted: once one is known to be stored
         # (written or read), later put/get of that hash need no round trip.
@@ -156,19 +165,23 @@ class SqliteStore(Store):
         db = self._db
         if db is None:
             raise DbError("the store is not open")
+        self._hops += 1
         try:
             return await db._execute(fn, db._conn, *args)  # one queue hop, see module doc
-        except sqlite3.OperationalError as exc:
-            raise DbError(f"database error on {self.path}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             raise DbError(f"database error on {self.path}: {exc}") from exc
+        finally:
+            self._hops -= 1
 
     async def open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(directory, exist_ok=True)
+            # check_same_thread off: a lone writer commits on the loop's thread, never
+            # while the connection's own thread runs anything (see _write_inline)
             self._db = await aiosqlite.connect(self.path, isolation_level=None,
-                                               timeout=self.busy_timeout)
+                                               timeout=self.busy_timeout,
+                                               check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
         self._db.daemon = True  # never keep a crashed process alive
@@ -434,6 +447,11 @@ class SqliteStore(Store):
 
         ``op`` is a journal ``Commit`` (fenced by its generation) or a function run with the
         connection inside the transaction (its result is returned)."""
+        if (self.lone_writer is not None and not self._queue and not self._flushing
+                and not self._hops and self._db is not None and self.lone_writer()):
+            done, value = self._write_inline(op)
+            if done:
+                return value
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((op, future))
         if not self._flushing:
@@ -461,22 +479,47 @@ class SqliteStore(Store):
         finally:
             self._flushing = False
 
-    def _apply(self, conn: sqlite3.Connection,
-               ops: list[Commit | _Write]) -> list[tuple[bool, Any]]:
+    def _write_inline(self, op: Commit | _Write) -> tuple[bool, Any]:
+        """Commit ``op`` on this thread; ``(False, None)`` if another connection holds the
+        write lock: the loop must not wait for it, so the queued path waits instead."""
+        assert self._db is not None
+        conn = self._db._conn
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode in _BUSY_CODES:
+                return False, None
+            raise DbError(f"database error on {self.path}: {exc}") from exc
+        try:
+            [(ok, value)] = self._apply(conn, [op], begun=True)
+        except sqlite3.DatabaseError as exc:
+            raise DbError(f"database error on {self.path}: {exc}") from exc
+        if not ok:
+            raise value
+        return True, value
+
+    def _apply(self, conn: sqlite3.Connection, ops: list[Commit | _Write], *,
+               begun: bool = False) -> list[tuple[bool, Any]]:
         """One IMMEDIATE transaction for a whole group. Fast path: no savepoints. If an op
         raises, the group is rolled back and written again with one savepoint per op, so
         only the failing op fails (the others are still committed together)."""
         try:
-            return self._apply_group(conn, ops, isolate=False)
+            return self._apply_group(conn, ops, isolate=False, begun=begun)
         except Exception:
             if len(ops) == 1:
                 raise
             return self._apply_group(conn, ops, isolate=True)
 
     def _apply_group(self, conn: sqlite3.Connection, ops: list[Commit | _Write], *,
-                     isolate: bool) -> list[tuple[bool, Any]]:
+                     isolate: bool, begun: bool = False) -> list[tuple[bool, Any]]:
+        """``begun``: the caller has already opened the IMMEDIATE transaction."""
         results: list[tuple[bool, Any]] = []
-        conn.execute("BEGIN IMMEDIATE")
+        if not begun:
+            conn.execute("BEGIN IMMEDIATE")
         try:
             for op in ops:
                 if not isolate:

@@ -138,7 +138,9 @@ async def test_forged_and_foreign_keys_get_one_answer(db_url: str, tmp_path: Pat
     async with Engine(db=db_url, tools=TOOLS) as engine:
         outcome = await engine.run(APPROVAL, input={"n": 1})
         key = outcome.waiting[0].key
-        for bad in (key[:-2] + ("A" if key[-1] != "A" else "B") + key[-1], key[:20], "lfk_x", "nope"):
+        flipped = key[:-2] + ("A" if key[-2] != "A" else "B") + key[-1]  # one signature char
+        assert flipped != key
+        for bad in (flipped, key[:20], "lfk_x", "nope"):
             with pytest.raises(CompletionError) as info:
                 await engine.complete(bad, ToolResult.ok(1))
             assert info.value.code == "unknown_completion_key"

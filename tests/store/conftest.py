@@ -211,9 +211,9 @@ def count_transactions() -> Callable[[Store], list[int]]:
         counter = [0]
         original = store._apply  # type: ignore[attr-defined]
 
-        def counting(*args: Any) -> Any:
+        def counting(*args: Any, **options: Any) -> Any:
             counter[0] += 1
-            return original(*args)
+            return original(*args, **options)
         store._apply = counting  # type: ignore[attr-defined]
         return counter
     return install
