@@ -87,6 +87,7 @@ class RunAttemptJournal:
         self.host = host
         self.tools = tools  # step key -> (qualified tool name, canonical args text, args)
         self.starts: dict[tuple[str, int], float] = {}
+        self.durable_starts: set[tuple[str, int]] = set()
         self.final: dict[str, AttemptRecord] = {}
 
     def _attempt(self, step_key: str, attempt: int, outcome: ToolOutcome | None,
@@ -119,12 +120,16 @@ class RunAttemptJournal:
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
         if durable:
+            self.durable_starts.add((step_key, attempt))
             await self.host.commit([self._step(step_key, "started", None)],
                                    [self._attempt(step_key, attempt, None, at)])
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
         record = self._attempt(step_key, attempt, outcome)
         if outcome.final:
+            # first attempt, nothing written for it yet, nothing beyond the outcome to keep
+            record.with_step = (attempt == 1 and (step_key, 1) not in self.durable_starts
+                                and not record.detail)
             self.final[step_key] = record
             return
         status = "pending" if outcome.status is OutcomeStatus.PENDING else "started"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..errors import DbError, LashflowError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
@@ -92,6 +92,9 @@ class AttemptRecord:
     detail: dict[str, Any] = field(default_factory=dict)
     started_at: float | None = None
     finished_at: float | None = None
+    # The attempt's first and only write, committed with its step: a store may keep it in
+    # the step's row instead of a row of its own (SQLite does, ADR 0010). Not compared.
+    with_step: bool = field(default=False, compare=False)
 
 
 @dataclass(slots=True)

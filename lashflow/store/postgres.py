@@ -42,6 +42,7 @@ from .pg_wakeups import WorkListener, channel_for
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
 
 _MIGRATIONS: dict[int, list[str]] = {
+    2: [],  # SQLite's attempt folding (ADR 0010); nothing changes here
     1: [
         f"CREATE TABLE IF NOT EXISTS lashflow_sources (hash TEXT {_C} PRIMARY KEY, text BYTEA NOT NULL)",
         f"""CREATE TABLE IF NOT EXISTS lashflow_runs (

@@ -32,7 +32,7 @@ import pytest
 from hardening_support import cli_env, run_cli
 from lashflow import Engine, RunStatus, ToolCall, ToolResult, tool
 from lashflow.errors import DbError
-from lashflow.store.base import JournalCorrupt
+from lashflow.store.base import SCHEMA_VERSION, JournalCorrupt
 from lashflow.store.check import check_store
 
 CALLS: dict[str, int] = {}
@@ -385,8 +385,8 @@ def test_a_database_from_a_newer_lashflow_is_refused_through_the_cli(tmp_path: P
         result = run_cli(env, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr.startswith("error[db_error]: database ")
-        assert "schema version 99, newer than this lashflow supports (1); upgrade lashflow" \
-            in result.stderr
+        assert (f"schema version 99, newer than this lashflow supports ({SCHEMA_VERSION}); "
+                "upgrade lashflow") in result.stderr
         assert "Traceback" not in result.stderr
     conn = sqlite3.connect(db)  # refused without touching it
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "99"

@@ -244,3 +244,31 @@ async def test_a_group_that_writes_a_row_twice_applies_the_writes_in_order(
         assert run is not None and (run.status, run.result, run.lease_owner) == ("finished", "v", None)
         assert await other.load_journal("s") == ([], [])
         assert (await other.get_run("s")).status == "queued"  # type: ignore[union-attr]
+
+
+async def test_a_lone_first_attempt_reads_back_the_same_on_both_backends(backend: Any) -> None:
+    """ADR 0010: an attempt marked ``with_step`` may live in its step's row (SQLite keeps
+    it there); ``load_journal`` gives back the same records either way, and an attempt
+    that is not marked, or whose step is not written done with it, keeps its own row."""
+    store = backend.make()
+    async with store:
+        generation = await started_run(store, "r")
+        done = StepRecord("r", "a:0", "tool", tool="t", args_hash="h", status="done",
+                          outcome={"ok": True, "value": 1}, seq=0, created_at=1.0, updated_at=2.0)
+        first = AttemptRecord("r", "a:0", 1, "ok", None, None, {}, 1.0, 2.0, with_step=True)
+        failed = StepRecord("r", "b:0", "tool", tool="t", args_hash="h", status="done",
+                            outcome={"ok": False, "error": "x"}, seq=1, created_at=3.0,
+                            updated_at=4.0)
+        unmarked = AttemptRecord("r", "b:0", 1, "err", "tool_error", "x", {}, 3.0, 4.0)
+        # marked, but its step is not in the same change: it needs a row of its own
+        alone = AttemptRecord("r", "c:0", 1, "ok", None, None, {}, 5.0, 6.0, with_step=True)
+        await store.commit(Commit("r", generation, steps=[done, failed], attempts=[first, unmarked]))
+        await store.commit(Commit("r", generation, steps=[StepRecord(
+            "r", "c:0", "tool", tool="t", status="done", outcome=None, seq=2)]))
+        await store.commit(Commit("r", generation, attempts=[alone]))
+        steps, attempts = await store.load_journal("r")
+        assert [s.detail for s in steps] == [{}, {}, {}]
+        assert sorted(attempts, key=lambda a: a.step_key) == [first, unmarked, alone]
+        assert all(a.with_step is False for a in attempts)
+        rows = await backend.count("attempts")
+        assert rows == (2 if backend.name == "sqlite" else 3)

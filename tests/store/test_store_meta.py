@@ -75,3 +75,24 @@ async def test_a_bad_url_is_a_one_line_db_error(backend: Any, tmp_path: Path) ->
         if backend.name == "postgres":  # no driver exception chained into the traceback
             error = info.value
             assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+
+
+async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journal(
+        backend: Any) -> None:
+    """Version 2 only changed how SQLite may encode a lone first attempt (ADR 0010): a
+    version-1 journal, with its attempt rows, opens and reads the same."""
+    from lashflow.store import AttemptRecord, Commit, StepRecord
+
+    async with backend.make() as store:
+        await store.create_run(RunRecord("r", "src", None, {}, "in"))
+        await store.commit(Commit("r", None, steps=[StepRecord("r", "k:0", "tool", status="done",
+                                                               outcome=1)],
+                                  attempts=[AttemptRecord("r", "k:0", 1, "ok")]))
+    await backend.set_schema_version(1)
+    async with backend.make() as store:
+        steps, attempts = await store.load_journal("r")
+        assert [s.outcome for s in steps] == [1]
+        assert attempts == [AttemptRecord("r", "k:0", 1, "ok")]
+    async with backend.make():  # it was migrated: no migration runs again
+        pass
+    assert SCHEMA_VERSION == 2
