@@ -340,10 +340,11 @@ class SqliteStore(Store):
                  _dumps(run.waiting), run.created_at, run.updated_at, run.lease_owner,
                  run.lease_expires, run.generation, int(run.cancel_requested), run.wake_at,
                  _dumps(run.meta)))
-            created = cursor.rowcount == 1
+            if cursor.rowcount == 1:
+                return run, True  # stored as given: no need to read it back
             row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run.run_id,)).fetchone()
-            return self._run_from_row(row), created
+            return self._run_from_row(row), False
         return await self._write(write)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
