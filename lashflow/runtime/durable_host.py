@@ -16,7 +16,9 @@ from ..store import AttemptRecord, Commit, StepRecord
 from ..tools.attempts import CancelSignal
 from . import effects as fx
 from .canonical import canonical_json, diff_paths, digest, digest_text
+from .errors import LashRuntimeError
 from .outcome import Wait
+from .values import from_json, to_json
 
 if TYPE_CHECKING:
     from .engine import Engine, _RunContext
@@ -181,7 +183,6 @@ class DurableHost:
     async def _tool_calls(self, calls: list[fx.ToolCall]) -> list[Any]:
         """Replay recorded members, run the rest as one concurrent batch, park if any is
         still pending once all have been recorded."""
-        from .values import from_json, to_json
 
         runner = self.engine.tool_runner
         answers: list[Any] = [None] * len(calls)
@@ -217,7 +218,6 @@ class DurableHost:
 
     # -- processes ---------------------------------------------------------------------------
     async def _start(self, effect: fx.StartProcess) -> Any:
-        from .values import to_json
 
         args = to_json(effect.args)
         record = self.journal.get(effect.step)
@@ -235,7 +235,6 @@ class DurableHost:
         return {"__handle__": "process", "id": child_id}
 
     async def _await(self, effect: fx.AwaitHandle) -> Any:
-        from .values import from_json
 
         record = self.journal.get(effect.step)
         handle = effect.handle
@@ -261,7 +260,6 @@ class DurableHost:
         if effect.step in self.journal:
             return None
         if not isinstance(child_id, str):
-            from .errors import LashRuntimeError
             raise LashRuntimeError("ValueError", "cancel failed: expected a process handle",
                                    effect.span)
         await self.engine.cancel(child_id)
@@ -271,7 +269,6 @@ class DurableHost:
 
     # -- observations ----------------------------------------------------------------------
     async def _observe(self, effect: fx.Observe) -> Any:
-        from .values import to_json
 
         if effect.kind == "print":
             self.prints.append(effect.text)
@@ -306,7 +303,6 @@ class DurableHost:
                               resolve=f"lashflow resume {self.run_id}")])
 
     async def _wait_signal(self, effect: fx.WaitSignalEffect) -> Any:
-        from .values import from_json
 
         record = self.journal.get(effect.step)
         if record is not None and record.status == "done":
@@ -322,8 +318,6 @@ class DurableHost:
         return from_json(payload)
 
     async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
-        from .errors import LashRuntimeError
-        from .values import to_json
 
         if effect.step in self.journal:
             return None

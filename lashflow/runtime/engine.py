@@ -28,7 +28,9 @@ from .canonical import digest
 from .durable_host import (
     DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled, check_journal,
 )
+from .errors import LashRuntimeError
 from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
+from .values import from_json, to_json
 
 log = logging.getLogger("lashflow.engine")
 
@@ -440,8 +442,6 @@ class Engine:
             run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True)))
 
     async def _execute(self, ctx: _RunContext, *, fresh: bool = False) -> RunOutcome:
-        from .errors import LashRuntimeError
-        from .values import from_json, to_json
         from .vm import execute
 
         run = ctx.run

@@ -149,6 +149,7 @@ class ToolRunner:
         self.dispatcher: Dispatcher | None = None
         self.book: CompletionBook | None = None
         self.last_delivered_run: str | None = None
+        self._resource_map: tuple[int, dict[str, str]] | None = None
         self._plugins = None
 
     # -- registration ------------------------------------------------------------------
@@ -162,10 +163,18 @@ class ToolRunner:
     def catalog(self) -> Any:
         return self.registry.catalog()
 
-    def resource_types(self) -> set[str]:
-        from .values import resource_type_for
+    def _resources(self) -> dict[str, str]:
+        """Resource type name -> tool module, rebuilt only when tools were added (it is
+        read for every run created and every run driven)."""
+        if self._resource_map is None or self._resource_map[0] != len(self.registry):
+            from .values import resource_type_for
 
-        return {resource_type_for(definition.module) for definition in self.registry.definitions()}
+            self._resource_map = (len(self.registry), {
+                resource_type_for(d.module): d.module for d in self.registry.definitions()})
+        return self._resource_map[1]
+
+    def resource_types(self) -> set[str]:
+        return set(self._resources())
 
     def validate_plugins(self, plugins: Any) -> None:
         self._plugins = (plugins or runtime_plugin_stack()).validate()
@@ -182,13 +191,15 @@ class ToolRunner:
 
     def bind_resources(self, module: Any, process: str, args: dict[str, Any]) -> dict[str, Any]:
         """A parameter typed with a resource type (``t: Tools``) given as a module name."""
-        from ..lang import ast
-        from .values import Resource, resource_type_for
-
         decl = module.process(process)
         if decl is None:
             return args
-        by_type = {resource_type_for(d.module): d.module for d in self.registry.definitions()}
+        by_type = self._resources()
+        if not by_type:
+            return args
+        from ..lang import ast
+        from .values import Resource
+
         for param in decl.params:
             if isinstance(param.type, ast.TypeName) and param.type.name in by_type:
                 value = args.get(param.name)
