@@ -14,7 +14,6 @@ import logging
 import os
 import random
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -244,7 +243,7 @@ class Engine:
         input_hash = digest({"process": process_name, "input": data})
         now = self.clock.now()
         run = RunRecord(
-            run_id=run_id or f"run_{uuid.uuid4().hex[:16]}", source_hash=compiled.source_hash,
+            run_id=run_id or f"run_{os.urandom(8).hex()}", source_hash=compiled.source_hash,
             process=process_name, input=data, input_hash=input_hash, status="queued",
             created_at=now, updated_at=now,
             meta={"file": path, "tool_modules": sorted(self._loaded_modules)})

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 
 
 def new_owner_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
 
 
 def owner_is_dead(owner: str) -> bool:

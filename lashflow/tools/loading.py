@@ -6,7 +6,6 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-import tomllib
 import types
 from collections.abc import Iterable
 from pathlib import Path
@@ -88,6 +87,8 @@ def tools_from_config(directory: str | Path) -> list[str]:
         path = Path(directory) / filename
         if not path.is_file():
             continue
+        import tomllib  # only when a config file exists: keeps start-up light
+
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
