@@ -159,8 +159,7 @@ class DurableHost:
         kind = type(effect)
         if kind is fx.Finish or kind is fx.Fail:  # the end of the run, not an effect to count
             return effect.value  # type: ignore[union-attr]
-        if self._held_steps or self._held_attempts:
-            await self.commit()  # the last batch's outcomes are durable before this effect
+        await self.flush_held()  # the last batch's outcomes are durable before this effect
         self.effects += 1
         limit = self.engine.limits.max_effects
         if self.effects > limit:
@@ -183,7 +182,6 @@ class DurableHost:
     async def _tool_calls(self, calls: list[fx.ToolCall]) -> list[Any]:
         """Replay recorded members, run the rest as one concurrent batch, park if any is
         still pending once all have been recorded."""
-
         runner = self.engine.tool_runner
         answers: list[Any] = [None] * len(calls)
         fresh: list[tuple[int, fx.ToolCall, Any, StepRecord | None]] = []
@@ -218,7 +216,6 @@ class DurableHost:
 
     # -- processes ---------------------------------------------------------------------------
     async def _start(self, effect: fx.StartProcess) -> Any:
-
         args = to_json(effect.args)
         record = self.journal.get(effect.step)
         request = {"process": effect.process, "args": args}
@@ -235,7 +232,6 @@ class DurableHost:
         return {"__handle__": "process", "id": child_id}
 
     async def _await(self, effect: fx.AwaitHandle) -> Any:
-
         record = self.journal.get(effect.step)
         handle = effect.handle
         child_id = handle.get("id") if isinstance(handle, dict) else None
@@ -269,7 +265,6 @@ class DurableHost:
 
     # -- observations ----------------------------------------------------------------------
     async def _observe(self, effect: fx.Observe) -> Any:
-
         if effect.kind == "print":
             self.prints.append(effect.text)
         record = self.journal.get(effect.step)
@@ -303,7 +298,6 @@ class DurableHost:
                               resolve=f"lashflow resume {self.run_id}")])
 
     async def _wait_signal(self, effect: fx.WaitSignalEffect) -> Any:
-
         record = self.journal.get(effect.step)
         if record is not None and record.status == "done":
             return from_json(record.outcome)
@@ -318,7 +312,6 @@ class DurableHost:
         return from_json(payload)
 
     async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
-
         if effect.step in self.journal:
             return None
         handle = effect.handle
