@@ -42,7 +42,6 @@ from .pg_wakeups import WorkListener, channel_for
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
 
 _MIGRATIONS: dict[int, list[str]] = {
-    2: [],  # SQLite's attempt folding (ADR 0010); nothing changes here
     1: [
         f"CREATE TABLE IF NOT EXISTS lashflow_sources (hash TEXT {_C} PRIMARY KEY, text BYTEA NOT NULL)",
         f"""CREATE TABLE IF NOT EXISTS lashflow_runs (
@@ -77,6 +76,7 @@ _MIGRATIONS: dict[int, list[str]] = {
             payload TEXT, PRIMARY KEY (run_id, name, ordinal))""",
         f"CREATE TABLE IF NOT EXISTS lashflow_blobs (hash TEXT {_C} PRIMARY KEY, data TEXT NOT NULL)",
     ],
+    2: [],  # SQLite's attempt folding (ADR 0010); nothing changes here
 }
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.

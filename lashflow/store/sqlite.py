@@ -183,6 +183,10 @@ class SqliteStore(Store):
         self._sources: dict[str, str] = {}
 
     # -- plumbing ----------------------------------------------------------------------
+    def _db_error(self, exc: sqlite3.Error) -> DbError:
+        """What a user sees of a failing statement: one line naming the file."""
+        return DbError(f"database error on {self.path}: {exc}")
+
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` in the connection's thread: one hop for many statements."""
         db = self._db
@@ -192,7 +196,7 @@ class SqliteStore(Store):
         try:
             return await db._execute(fn, db._conn, *args)  # one queue hop, see module doc
         except sqlite3.DatabaseError as exc:
-            raise DbError(f"database error on {self.path}: {exc}") from exc
+            raise self._db_error(exc) from exc
         finally:
             self._hops -= 1
 
@@ -521,11 +525,11 @@ class SqliteStore(Store):
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode in _BUSY_CODES:
                 return False, None
-            raise DbError(f"database error on {self.path}: {exc}") from exc
+            raise self._db_error(exc) from exc
         try:
             [(ok, value)] = self._apply(conn, [op], begun=True)
         except sqlite3.DatabaseError as exc:
-            raise DbError(f"database error on {self.path}: {exc}") from exc
+            raise self._db_error(exc) from exc
         if not ok:
             raise value
         return True, value
@@ -559,7 +563,7 @@ class SqliteStore(Store):
                 except Exception as exc:
                     conn.execute("ROLLBACK TO op")
                     if isinstance(exc, sqlite3.DatabaseError):
-                        exc = DbError(f"database error on {self.path}: {exc}")
+                        exc = self._db_error(exc)
                     results.append((False, exc))
                 conn.execute("RELEASE op")
             conn.execute("COMMIT")

@@ -156,14 +156,12 @@ async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, 
     task = asyncio.current_task()
     assert task is not None
     expired = False
-    finished = False
 
-    async def expire_after_grace() -> None:
+    async def expire_after_grace() -> None:  # cancelled once the tool is done, see finally
         nonlocal expired
         await clock.sleep(grace)
-        if not finished:
-            expired = True
-            task.cancel()
+        expired = True
+        task.cancel()
 
     timers: list[asyncio.Task[None]] = []
 
@@ -182,7 +180,6 @@ async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, 
             return _GRACE_EXPIRED
         raise
     finally:
-        finished = True
         cancel.discard(on_cancel)
         for timer in timers:
             timer.cancel()
