@@ -12,8 +12,8 @@ import time
 
 from lashflow.lang import link, parse
 from lashflow.lang.catalog import Catalog
-from lashflow.runtime.compiler import compile_module
-from lashflow.runtime.vm import Interpreter
+from lashflow.interp.compiler import compile_module
+from lashflow.interp.vm import Interpreter
 
 WHILE_LOOP = """
 r = { count: 0, total: 0, last: 0 }

@@ -13,14 +13,14 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # engine
-    "Engine": "lashflow.runtime.engine",
-    "RunHandle": "lashflow.runtime.engine",
-    "RunOutcome": "lashflow.runtime.outcome",
-    "RunStatus": "lashflow.runtime.outcome",
-    "RunError": "lashflow.runtime.outcome",
-    "Wait": "lashflow.runtime.outcome",
-    "StepView": "lashflow.runtime.outcome",
-    "AttemptView": "lashflow.runtime.outcome",
+    "Engine": "lashflow.durable.engine",
+    "RunHandle": "lashflow.durable.engine",
+    "RunOutcome": "lashflow.durable.outcome",
+    "RunStatus": "lashflow.durable.outcome",
+    "RunError": "lashflow.durable.outcome",
+    "Wait": "lashflow.durable.outcome",
+    "StepView": "lashflow.durable.outcome",
+    "AttemptView": "lashflow.durable.outcome",
     # errors
     "LashflowError": "lashflow.errors",
     "PluginError": "lashflow.errors",

@@ -338,7 +338,7 @@ def graph(
         source = read_source(file)
         states: dict[str, list[str]] = {}
         if run is not None:
-            from .runtime.engine import source_digest
+            from .durable.engine import source_digest
 
             async with engine(db) as eng:
                 states = await _site_states(eng, run)

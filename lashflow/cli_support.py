@@ -173,7 +173,7 @@ async def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> A
     If opening fails (bad URL, newer schema...) the store is closed before the error
     travels on: a half-open SQLite connection thread would keep the process alive.
     """
-    from .runtime.engine import Engine
+    from .durable.engine import Engine
 
     eng = Engine(db=db, modules=list(tools), **options)
     try:

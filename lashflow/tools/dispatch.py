@@ -40,7 +40,7 @@ class DispatchCall:
 
     @classmethod
     def from_effect(cls, effect: Any, first_attempt: int = 1) -> "DispatchCall":
-        """From the interpreter's ``lashflow.runtime.effects.ToolCall``."""
+        """From the interpreter's ``lashflow.interp.effects.ToolCall``."""
         return cls(effect.module, effect.operation, effect.input, effect.step, first_attempt)
 
 

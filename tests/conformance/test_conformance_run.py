@@ -8,9 +8,9 @@ import json
 import pytest
 
 from lashflow.lang.catalog import Catalog
-from lashflow.runtime.compiler import compile_module
-from lashflow.runtime.errors import LashRuntimeError
-from lashflow.runtime.memory_host import MemoryHost
+from lashflow.interp.compiler import compile_module
+from lashflow.interp.errors import LashRuntimeError
+from lashflow.testing.memory_host import MemoryHost
 
 READ_BY_PATH = {"by": {"field": "path", "cases": {"a.txt": {"ok": "alpha"},
                                                   "b.txt": {"error": "missing file"}}}}

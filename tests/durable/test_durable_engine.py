@@ -403,7 +403,7 @@ async def test_a_200_kib_print_is_budgeted_in_history_but_journaled_whole(db_url
 
 
 async def test_limits_end_the_run_with_limit_exceeded(db_url: str) -> None:
-    from lashflow.runtime.limits import Limits
+    from lashflow.interp.limits import Limits
 
     limits = Limits(max_steps=50_000, max_effects=5)
     async with Engine(db=db_url, tools=TOOLS, limits=limits) as engine:

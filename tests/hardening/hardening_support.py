@@ -19,12 +19,12 @@ from typing import Any
 
 from lashflow import RetryPolicy, ToolCall, ToolResult, tool
 from lashflow.lang import Catalog, ast as A, link, parse
-from lashflow.runtime import effects as fx
-from lashflow.runtime.canonical import digest
-from lashflow.runtime.compiler import compile_module
-from lashflow.runtime.limits import Limits
-from lashflow.runtime.values import to_json
-from lashflow.runtime.vm import execute
+from lashflow.interp import effects as fx
+from lashflow.durable.canonical import digest
+from lashflow.interp.compiler import compile_module
+from lashflow.interp.limits import Limits
+from lashflow.interp.values import to_json
+from lashflow.interp.vm import execute
 from lashflow.store import Store
 from lashflow.store.check import Problem
 from lashflow.tools.outcome import ToolOutcome

@@ -43,9 +43,9 @@ from lashflow.errors import LimitExceeded
 from lashflow.lang import Catalog, LangError, link, parse
 from lashflow.lang import ast as A
 from lashflow.lang.printer import Unprintable, print_module
-from lashflow.runtime.compiler import compile_module
-from lashflow.runtime.errors import LashRuntimeError
-from lashflow.runtime.memory_host import MemoryHost
+from lashflow.interp.compiler import compile_module
+from lashflow.interp.errors import LashRuntimeError
+from lashflow.testing.memory_host import MemoryHost
 from lashflow.store.check import check_store
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "conformance"))

@@ -249,7 +249,7 @@ def test_eight_processes_resolving_one_key_have_exactly_one_winner(tmp_path: Pat
     racer = (
         "import sys, time, os\n"
         "import lashflow.cli\n"
-        "from lashflow.runtime import engine\n"  # everything imported before the start line
+        "from lashflow.durable import engine\n"  # everything imported before the start line
         f"while not os.path.exists({str(go)!r}): time.sleep(0.002)\n"
         "sys.argv = ['lashflow', 'complete', sys.argv[1], '--result', sys.argv[2], '--json']\n"
         "lashflow.cli.main()\n"

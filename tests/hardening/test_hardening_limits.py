@@ -8,7 +8,7 @@ a statement that copies or scans a big value (``l = l + [1]``, ``y = x; x[0] = 1
 for hours inside the 10,000,000-step budget (with default limits, 23 of 25 such
 programs ran over 20 s, most effectively forever; now each ends in under 2 s). Work that
 grows with a value's size is now charged to the same budget
-(``lashflow.runtime.limits.charge``); ``HOSTILE`` below are those programs, plus the plain
+(``lashflow.interp.limits.charge``); ``HOSTILE`` below are those programs, plus the plain
 endless loop.
 Also fixed: the Engine counted ``finish`` as an effect (a run of exactly
 ``max_effects`` effects failed on the Engine and finished on the in-memory host).
@@ -30,9 +30,9 @@ from hardening_support import ENGINE_TOOLS, TOOLS_PY, cli_env, memory_tools, run
 from lashflow import Engine, RunStatus
 from lashflow.errors import LimitExceeded
 from lashflow.lang import Catalog, LangError, link, parse
-from lashflow.runtime.compiler import compile_module
-from lashflow.runtime.limits import Limits
-from lashflow.runtime.memory_host import MemoryHost
+from lashflow.interp.compiler import compile_module
+from lashflow.interp.limits import Limits
+from lashflow.testing.memory_host import MemoryHost
 from lashflow.store.check import check_store
 
 HOSTILE = {

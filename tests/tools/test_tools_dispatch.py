@@ -6,7 +6,7 @@ import time
 import pytest
 
 from lashflow.errors import LashflowError
-from lashflow.runtime.effects import ToolCall as EffectCall
+from lashflow.interp.effects import ToolCall as EffectCall
 from lashflow.testing import FakeClock
 from lashflow.tools import DispatchCall, Dispatcher, MemoryJournal, ToolCall, ToolRegistry, ToolResult, tool
 

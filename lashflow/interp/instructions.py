@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from lashflow.runtime import effects as fx
-from lashflow.runtime import ops
-from lashflow.runtime.builtins import range_bounds
-from lashflow.runtime.errors import LashRuntimeError, type_error, value_error
-from lashflow.runtime.exprs import call_builtin
-from lashflow.runtime.limits import ACTIVE, check_seq, steps_exhausted
-from lashflow.runtime.stmts import BREAK
-from lashflow.runtime.values import Resource, display, to_json, truthy
+from lashflow.interp import effects as fx
+from lashflow.interp import ops
+from lashflow.interp.builtins import range_bounds
+from lashflow.interp.errors import LashRuntimeError, type_error, value_error
+from lashflow.interp.exprs import call_builtin
+from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
+from lashflow.interp.stmts import BREAK
+from lashflow.interp.values import Resource, display, to_json, truthy
 
 # What the VM does with the host's answer to the pending effect.
 WRAPPER, BATCH, HANDLE, PAYLOAD, NONE, DISCARD, TERMINAL = range(7)

@@ -11,15 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from lashflow.errors import LashflowError, LimitExceeded
-from lashflow.runtime import effects as fx
-from lashflow.runtime.compiler import Program
-from lashflow.runtime.errors import LashRuntimeError, ProcessFailed
-from lashflow.runtime.instructions import (
+from lashflow.interp import effects as fx
+from lashflow.interp.compiler import Program
+from lashflow.interp.errors import LashRuntimeError, ProcessFailed
+from lashflow.interp.instructions import (
     BATCH, DISCARD, HANDLE, NONE, PAYLOAD, TERMINAL, WRAPPER,
 )
-from lashflow.runtime.limits import ACTIVE, Limits
-from lashflow.runtime.snapshot import decode, encode
-from lashflow.runtime.values import UNSET, failure_text, from_json
+from lashflow.interp.limits import ACTIVE, Limits
+from lashflow.interp.snapshot import decode, encode
+from lashflow.interp.values import UNSET, failure_text, from_json
 
 SNAPSHOT_VERSION = 1
 

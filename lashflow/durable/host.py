@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LashflowError
 from ..store import AttemptRecord, Commit, StepRecord
 from ..tools.attempts import CancelSignal
-from . import effects as fx
+from ..interp import effects as fx
 from .canonical import canonical_json, diff_paths, digest, digest_text
-from .errors import LashRuntimeError
+from ..interp.errors import LashRuntimeError
 from .outcome import Wait
-from .values import from_json, to_json
+from ..interp.values import from_json, to_json
 
 if TYPE_CHECKING:
     from .engine import Engine, _RunContext
@@ -277,7 +277,7 @@ class DurableHost:
 
     # -- time and signals ----------------------------------------------------------------
     async def _sleep(self, effect: fx.SleepEffect) -> Any:
-        from .timeparse import sleep_deadline
+        from ..interp.timeparse import sleep_deadline
 
         record = self.journal.get(effect.step)
         now = self.engine.clock.now()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lashflow.runtime.instructions import AwaitJoin, ListCursor, RangeCursor
-from lashflow.runtime.values import UNSET, Resource
+from lashflow.interp.instructions import AwaitJoin, ListCursor, RangeCursor
+from lashflow.interp.values import UNSET, Resource
 
 
 def encode(v: Any) -> Any:

@@ -14,8 +14,8 @@ from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any
 
-from lashflow.runtime.errors import type_error
-from lashflow.runtime.limits import ACTIVE, LIST_ITEM_BYTES, charge, tick, too_big
+from lashflow.interp.errors import type_error
+from lashflow.interp.limits import ACTIVE, LIST_ITEM_BYTES, charge, tick, too_big
 
 
 class _Unset:

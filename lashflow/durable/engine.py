@@ -22,14 +22,14 @@ from ..errors import LashflowError, LimitExceeded, RunConflict, UnknownRun, Usag
 from ..store import Commit, Fenced, RunChange, RunRecord, open_store
 from ..store.base import JournalCorrupt
 from ..store.leases import new_owner_id, owner_is_dead
-from . import effects as fx
+from ..interp import effects as fx
 from .canonical import digest
-from .durable_host import (
+from .host import (
     DurableHost, Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled, check_journal,
 )
-from .errors import LashRuntimeError
+from ..interp.errors import LashRuntimeError
 from .outcome import SETTLED, AttemptView, RunError, RunOutcome, RunStatus, StepView, Wait
-from .values import from_json, to_json
+from ..interp.values import from_json, to_json
 
 log = logging.getLogger("lashflow.engine")
 
@@ -99,7 +99,7 @@ class Engine:
         self.model_provider = model_provider
         self.clock = clock or _SystemClock()
         self.concurrency = concurrency
-        from .limits import Limits
+        from ..interp.limits import Limits
 
         self.limits: Limits = limits or Limits()  # SPEC 8: every run of this engine
         self.lease_ttl = lease_ttl
@@ -169,7 +169,7 @@ class Engine:
         compiled = self._compiled.get(source_hash)
         if compiled is None:
             from ..lang import link, parse
-            from .compiler import compile_module
+            from ..interp.compiler import compile_module
 
             module = link(parse(source), self.tool_runner.catalog())
             compiled = _Compiled(module, compile_module(module, self.tool_runner.catalog()),
@@ -232,7 +232,7 @@ class Engine:
         (generation 1), in the same transaction: the caller drives it at once with no
         claim, no re-read and no journal load (it has none). An existing run is returned
         as stored, for the caller to join or drive the usual way."""
-        from .inputs import check_input
+        from ..interp.inputs import check_input
 
         text, path = self._read_source(source_or_path)
         compiled = self.compile(text)
@@ -441,7 +441,7 @@ class Engine:
             run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True)))
 
     async def _execute(self, ctx: _RunContext, *, fresh: bool = False) -> RunOutcome:
-        from .vm import execute
+        from ..interp.vm import execute
 
         run = ctx.run
         steps: list[Any] = []

@@ -19,11 +19,11 @@ from ..tools import (
     load_tool_modules, outcome_for_resolution, runtime_plugin_stack, tools_in_module,
 )
 from .canonical import canonical_json
-from .durable_host import PARK, FailTurn, NeedsAttention
+from .host import PARK, FailTurn, NeedsAttention
 
 if TYPE_CHECKING:
-    from ..runtime.effects import ToolCall as ToolCallEffect
-    from .durable_host import DurableHost
+    from ..interp.effects import ToolCall as ToolCallEffect
+    from .host import DurableHost
     from .engine import Engine
 
 
@@ -167,7 +167,7 @@ class ToolRunner:
         """Resource type name -> tool module, rebuilt only when tools were added (it is
         read for every run created and every run driven)."""
         if self._resource_map is None or self._resource_map[0] != len(self.registry):
-            from .values import resource_type_for
+            from ..interp.values import resource_type_for
 
             self._resource_map = (len(self.registry), {
                 resource_type_for(d.module): d.module for d in self.registry.definitions()})
@@ -198,7 +198,7 @@ class ToolRunner:
         if not by_type:
             return args
         from ..lang import ast
-        from .values import Resource
+        from ..interp.values import Resource
 
         for param in decl.params:
             if isinstance(param.type, ast.TypeName) and param.type.name in by_type:

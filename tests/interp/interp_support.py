@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from lashflow.lang.catalog import Catalog
-from lashflow.runtime.compiler import compile_module
-from lashflow.runtime.memory_host import MemoryHost
+from lashflow.interp.compiler import compile_module
+from lashflow.testing.memory_host import MemoryHost
 
 
 def build(source: str, tools: dict | None = None):

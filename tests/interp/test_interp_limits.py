@@ -5,9 +5,9 @@ import time
 import pytest
 
 from lashflow.errors import LimitExceeded
-from lashflow.runtime.limits import Limits
-from lashflow.runtime.memory_host import MemoryHost
-from runtime_support import build
+from lashflow.interp.limits import Limits
+from lashflow.testing.memory_host import MemoryHost
+from interp_support import build
 
 
 async def limited(source, limits, tools=None):
@@ -70,7 +70,7 @@ async def test_range_limit():
 
 
 def test_deep_answer_is_a_limit_not_a_crash():
-    from lashflow.runtime.vm import Interpreter
+    from lashflow.interp.vm import Interpreter
 
     vm = Interpreter(build("x = await tools.t({})", {"t": 1}))
     vm.start()

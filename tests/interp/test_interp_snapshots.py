@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from lashflow.runtime import effects as fx
-from lashflow.runtime.memory_host import MemoryHost
-from lashflow.runtime.vm import Interpreter
-from runtime_support import build
+from lashflow.interp import effects as fx
+from lashflow.testing.memory_host import MemoryHost
+from lashflow.interp.vm import Interpreter
+from interp_support import build
 
 TOOLS = {"inc": lambda p: p.get("i", 0) + 1, "read": {"seq": [{"ok": 1}, {"error": "e2"}] * 20},
          "echo": "echo"}

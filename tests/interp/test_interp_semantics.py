@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from lashflow.runtime.errors import LashRuntimeError
-from runtime_support import run
+from lashflow.interp.errors import LashRuntimeError
+from interp_support import run
 
 
 async def value(source, tools=None):
@@ -189,8 +189,8 @@ async def test_unwrapping_a_failed_child():
 
 
 async def test_process_fail_result_code_and_message():
-    from runtime_support import build
-    from lashflow.runtime.memory_host import MemoryHost
+    from interp_support import build
+    from lashflow.testing.memory_host import MemoryHost
 
     program = build('process f(v: any) { fail v }')
     for payload, text in [("plain", "plain"), ({"b": 1, "a": [2]}, '{"a":[2],"b":1}')]:
@@ -220,7 +220,7 @@ async def test_process_refs_and_resources_as_values():
     v = await value("process p() { finish 1 }\nfinish [p, tools]")
     assert v[0]["$lash_process"] is True and v[0]["process_name"] == "p"
     assert v[1] == {"__resource__": True, "alias": "tools", "type": "Tools"}
-    from lashflow.runtime.instructions import receiver_module
+    from lashflow.interp.instructions import receiver_module
 
     with pytest.raises(LashRuntimeError, match="receiver for operation `x` is not a module authority"):
         receiver_module(1.0, "x")
@@ -261,8 +261,8 @@ async def test_batch_keeps_pure_handle_leaves_as_they_are():
 
 async def test_interpreter_api_misuse_is_a_clear_error():
     from lashflow.errors import LashflowError
-    from lashflow.runtime.vm import Interpreter
-    from runtime_support import build
+    from lashflow.interp.vm import Interpreter
+    from interp_support import build
 
     vm = Interpreter(build("finish 1"))
     assert vm.start().value == 1

@@ -10,11 +10,11 @@ import math
 import sys
 from typing import Any
 
-from lashflow.runtime.errors import LashRuntimeError, type_error, value_error
-from lashflow.runtime.limits import (
+from lashflow.interp.errors import LashRuntimeError, type_error, value_error
+from lashflow.interp.limits import (
     ACTIVE, LIST_ITEM_BYTES, charge, check_record, check_seq, check_str, tick, too_big,
 )
-from lashflow.runtime.values import (
+from lashflow.interp.values import (
     UNSET, as_index, display, equal, num, text, truthy, type_name,
 )
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from lashflow.lang import ast
-from lashflow.runtime.errors import type_error, value_error
-from lashflow.runtime.limits import tick
-from lashflow.runtime.values import display
+from lashflow.interp.errors import type_error, value_error
+from lashflow.interp.limits import tick
+from lashflow.interp.values import display
 
 TYPE_KEY = "$lash_type"
 

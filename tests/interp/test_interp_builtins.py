@@ -3,11 +3,11 @@
 import pytest
 
 from lashflow.errors import LimitExceeded
-from lashflow.runtime import builtins as B
-from lashflow.runtime.builtins import arity_error
-from lashflow.runtime.errors import LashRuntimeError
-from lashflow.runtime.limits import ACTIVE, Limits
-from lashflow.runtime.schema import schema_of, validate
+from lashflow.interp import builtins as B
+from lashflow.interp.builtins import arity_error
+from lashflow.interp.errors import LashRuntimeError
+from lashflow.interp.limits import ACTIVE, Limits
+from lashflow.interp.schema import schema_of, validate
 from lashflow.lang import ast as A
 
 

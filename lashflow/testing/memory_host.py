@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lashflow.errors import LimitExceeded
-from lashflow.runtime import effects as fx
-from lashflow.runtime.compiler import Program
-from lashflow.runtime.errors import LashRuntimeError
-from lashflow.runtime.limits import Limits
-from lashflow.runtime.values import failure_text
-from lashflow.runtime.vm import execute
+from lashflow.interp import effects as fx
+from lashflow.interp.compiler import Program
+from lashflow.interp.errors import LashRuntimeError
+from lashflow.interp.limits import Limits
+from lashflow.interp.values import failure_text
+from lashflow.interp.vm import execute
 
 CANCELLED = "lashlang process was cancelled"
 
@@ -193,7 +193,7 @@ class MemoryHost:
         return None
 
     async def _SleepEffect(self, effect: fx.SleepEffect) -> None:
-        from lashflow.runtime.timeparse import sleep_deadline
+        from lashflow.interp.timeparse import sleep_deadline
 
         sleep_deadline(effect.mode, effect.value, 0.0, effect.span)  # validates; time is instant
         self._event("sleep", mode=effect.mode, value=effect.value)

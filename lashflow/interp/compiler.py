@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lashflow.lang import ast
-from lashflow.runtime import ops
-from lashflow.runtime.exprs import ExprCompiler, Scope, children, is_pure, span_of
-from lashflow.runtime.instructions import BatchCall, BatchPlan, Label, materialise
-from lashflow.runtime.stmts import StmtCompiler, stmt_is_pure
-from lashflow.runtime.values import Resource, resource_type_for
+from lashflow.interp import ops
+from lashflow.interp.exprs import ExprCompiler, Scope, children, is_pure, span_of
+from lashflow.interp.instructions import BatchCall, BatchPlan, Label, materialise
+from lashflow.interp.stmts import StmtCompiler, stmt_is_pure
+from lashflow.interp.values import Resource, resource_type_for
 
 
 @dataclass(slots=True)

@@ -13,10 +13,10 @@ import re
 from typing import Any, Callable
 
 from lashflow.errors import LimitExceeded
-from lashflow.runtime.errors import type_error, value_error
-from lashflow.runtime.limits import ACTIVE, charge, check_seq, check_str, tick
-from lashflow.runtime.schema import validate
-from lashflow.runtime.values import (
+from lashflow.interp.errors import type_error, value_error
+from lashflow.interp.limits import ACTIVE, charge, check_seq, check_str, tick
+from lashflow.interp.schema import validate
+from lashflow.interp.values import (
     RUST_WHITESPACE, as_index, display, equal, from_json, num, text, type_name,
 )
 

@@ -11,12 +11,12 @@ import math
 from typing import Any, Callable
 
 from lashflow.lang import ast
-from lashflow.runtime import ops
-from lashflow.runtime.builtins import BUILTINS, arity_error, range_bounds
-from lashflow.runtime.errors import LashRuntimeError, type_error
-from lashflow.runtime.limits import ACTIVE, check_seq, steps_exhausted
-from lashflow.runtime.schema import TYPE_KEY, schema_of
-from lashflow.runtime.values import UNSET, truthy
+from lashflow.interp import ops
+from lashflow.interp.builtins import BUILTINS, arity_error, range_bounds
+from lashflow.interp.errors import LashRuntimeError, type_error
+from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
+from lashflow.interp.schema import TYPE_KEY, schema_of
+from lashflow.interp.values import UNSET, truthy
 
 Closure = Callable[[list], Any]
 

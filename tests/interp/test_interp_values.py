@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lashflow.runtime.errors import LashRuntimeError
-from lashflow.runtime.values import (
+from lashflow.interp.errors import LashRuntimeError
+from lashflow.interp.values import (
     Resource, display, equal, from_json, json_number, json_text, num, number_text, text, to_json,
     truthy, type_name,
 )

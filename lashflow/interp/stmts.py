@@ -13,13 +13,13 @@ import sys
 from typing import Any, Callable
 
 from lashflow.lang import ast
-from lashflow.runtime import ops
-from lashflow.runtime.builtins import push as push_builtin
-from lashflow.runtime.builtins import range_bounds
-from lashflow.runtime.errors import LashRuntimeError
-from lashflow.runtime.exprs import ExprCompiler, is_pure, span_of
-from lashflow.runtime.limits import ACTIVE, check_seq, steps_exhausted
-from lashflow.runtime.values import UNSET
+from lashflow.interp import ops
+from lashflow.interp.builtins import push as push_builtin
+from lashflow.interp.builtins import range_bounds
+from lashflow.interp.errors import LashRuntimeError
+from lashflow.interp.exprs import ExprCompiler, is_pure, span_of
+from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
+from lashflow.interp.values import UNSET
 
 BREAK = 1
 CONTINUE = 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
-Value = Any  # a Lashlang runtime value (see lashflow.runtime.values)
+Value = Any  # a Lashlang runtime value (see lashflow.interp.values)
 
 
 @dataclass(slots=True)
