@@ -56,6 +56,43 @@ class PluginError(LashflowError):
     code = "plugin_error"
 
 
+class RunBusy(LashflowError):
+    """Another worker holds the run's lease: it is being driven elsewhere right now."""
+
+    code = "run_busy"
+
+
+class MissingTools(LashflowError):
+    """The run needs tools this process has not loaded (another worker may have them)."""
+
+    code = "missing_tools"
+
+
+class RunSettled(LashflowError):
+    """The run has ended; what was asked of it (a signal) no longer applies."""
+
+    code = "run_settled"
+
+
+class Fenced(LashflowError):
+    """The run's lease moved to another worker: this worker must stop driving it."""
+
+    code = "lease_lost"
+
+
+class JournalCorrupt(DbError):
+    """A journal row that cannot be trusted (not JSON, truncated, checksum mismatch, a
+    missing blob): the run is never replayed from it. ``details``: ``run_id``, ``step``."""
+
+    code = "journal_corrupt"
+
+    @classmethod
+    def of(cls, run_id: str, step_key: str, what: str) -> "JournalCorrupt":
+        return cls(f"run {run_id}: the journal row of step {step_key} is corrupt ({what}); it "
+                   "is not replayed. Restore the database from a backup, or inspect the row in "
+                   "the steps table", run_id=run_id, step=step_key)
+
+
 @dataclass(frozen=True, slots=True)
 class Position:
     """1-based line and column; columns count characters, not bytes."""

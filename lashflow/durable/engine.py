@@ -107,7 +107,6 @@ class Engine:
         self.store = open_store(db)
         self._compiled: dict[str, _Compiled] = {}
         self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
-        self._creating = 0  # run()/start() calls storing their run (not yet in _tasks)
         self._active: dict[str, _RunContext] = {}
         self._draining = False  # a worker loop is stopping: runs starting now stop at once
         self._wakeups: set[asyncio.Task[RunOutcome]] = set()
@@ -123,7 +122,6 @@ class Engine:
 
         await self.store.open()
         self._opened = True
-        self.store.lone_writer = self._lone_writer
         self.tool_runner = ToolRunner(self)
         for item in self._initial_tools:
             self.tool_runner.add_tool(item)
@@ -211,11 +209,6 @@ class Engine:
         names = ", ".join(p.name for p in module.processes)
         raise UsageError(f"the file has several processes ({names}); choose one with --process")
 
-    def _lone_writer(self) -> bool:
-        """At most one run is being created or driven here: nobody to share a group
-        commit with, so the store may commit on the loop's thread (ADR 0008)."""
-        return self._creating + len(self._tasks) <= 1
-
     # -- starting ---------------------------------------------------------------------------
     async def create(self, source_or_path: str | os.PathLike[str], process: str | None = None,
                      input: Any = None, run_id: str | None = None) -> RunRecord:
@@ -250,12 +243,9 @@ class Engine:
         if claim:
             run.status, run.generation = "running", 1
             run.lease_owner, run.lease_expires = self.owner, now + self.lease_ttl
-        self._creating += 1
-        try:
+        with self.store.writing():
             await self.store.put_source(compiled.source_hash, text)
             stored, created = await self.store.create_run(run)
-        finally:
-            self._creating -= 1
         if not created and (stored.source_hash != run.source_hash or stored.input_hash != input_hash):
             raise RunConflict(f"run {run.run_id} already exists with a different "
                               f"{'source' if stored.source_hash != run.source_hash else 'input'}")
@@ -286,6 +276,8 @@ class Engine:
                 task = loop.create_task(self._drive_fresh(*fresh))
             else:
                 task = loop.create_task(self.drive(run_id, **options))
+            writer = self.store.register_writer()  # counts from now: see Store.register_writer
+            task.add_done_callback(lambda _: writer.release())
             self._tasks[run_id] = task
             task.add_done_callback(lambda done: self._forget(run_id, done))
         return task

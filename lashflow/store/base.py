@@ -10,32 +10,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Collection, Iterator
 
-from ..errors import DbError, LashflowError
+from ..errors import Fenced, JournalCorrupt
 
 SCHEMA_VERSION = 2
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
-
-
-class JournalCorrupt(DbError):
-    """A journal row that cannot be trusted (not JSON, truncated, checksum mismatch, a
-    missing blob): the run is never replayed from it. ``details``: ``run_id``, ``step``."""
-
-    code = "journal_corrupt"
-
-    @classmethod
-    def of(cls, run_id: str, step_key: str, what: str) -> "JournalCorrupt":
-        return cls(f"run {run_id}: the journal row of step {step_key} is corrupt ({what}); it "
-                   "is not replayed. Restore the database from a backup, or inspect the row in "
-                   "the steps table", run_id=run_id, step=step_key)
-
-
-class Fenced(LashflowError):
-    """The run's lease moved to another worker: this worker must stop driving it."""
-
-    code = "lease_lost"
 
 
 @dataclass(slots=True)
@@ -107,6 +89,9 @@ class RunChange:
     waiting: list[dict[str, Any]] = field(default_factory=list)
     wake_at: float | None = None
     release_lease: bool = False
+    # When the change happened, by the engine's clock (a test's FakeClock included): the
+    # store never stamps a run with a clock of its own.
+    updated_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -121,13 +106,103 @@ class Commit:
     run: RunChange | None = None
 
 
+@dataclass(slots=True)
+class RunQuery:
+    """Which runs ``Store.list_runs`` returns: newest first, ``limit`` at a time.
+
+    ``statuses`` empty means all; ``since``/``until`` bound ``created_at`` (since <=
+    created_at < until); ``cursor`` is the ``next_cursor`` of the previous page."""
+
+    statuses: tuple[str, ...] = ()
+    process: str | None = None
+    parent: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: int = 50
+    cursor: str | None = None
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """A run without its input, result and journal: what a list of runs shows."""
+
+    run_id: str
+    process: str | None
+    status: str
+    parent_run_id: str | None
+    created_at: float
+    updated_at: float
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    wake_at: float | None = None
+    cancel_requested: bool = False
+    lease_owner: str | None = None
+    lease_expires: float = 0.0
+    note: str | None = None
+
+
+@dataclass(slots=True)
+class RunPage:
+    runs: list[RunSummary]
+    next_cursor: str | None = None  # None: this was the last page
+
+
+@dataclass(slots=True)
+class RunDetail:
+    """One run with everything an operator looks at, read in one go.
+
+    A journal that cannot be trusted leaves ``steps``/``attempts`` empty and says why in
+    ``journal_error``: the run's own row still reads."""
+
+    run: RunRecord
+    steps: list[StepRecord] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    children: list[RunSummary] = field(default_factory=list)
+    journal_error: JournalCorrupt | None = None
+
+
+class WriterLease:
+    """One registered writer of a store; ``release`` (idempotent) when it is done."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: "Store") -> None:
+        self._store: Store | None = store
+
+    def release(self) -> None:
+        if self._store is not None:
+            self._store._writers -= 1
+            self._store = None
+
+
 class Store(abc.ABC):
     """Async journal storage. All methods are safe to call concurrently."""
 
     url: str
-    # Set by the engine: says whether at most one caller can be writing at a time, so a
-    # store may skip what only pays off when writes are shared (ADR 0008). A hint.
-    lone_writer: Callable[[], bool] | None = None
+    _writers: int = 0
+
+    def register_writer(self) -> "WriterLease":
+        """Called by each caller that writes repeatedly for a while (a run being created
+        or driven), from the moment it is known (a drive counts from when its task is
+        made, not when it first runs). While exactly one is registered, nobody can share
+        a group commit with it, and a backend may commit on the caller's own thread
+        (ADR 0008). With none registered the store knows nothing of its callers and
+        assumes they are many."""
+        self._writers += 1
+        return WriterLease(self)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """``register_writer`` for the duration of a block."""
+        lease = self.register_writer()
+        try:
+            yield
+        finally:
+            lease.release()
+
+    @property
+    def lone_writer(self) -> bool:
+        return self._writers == 1
 
     @abc.abstractmethod
     async def open(self) -> None: ...

@@ -174,9 +174,6 @@ class SqliteStore(Store):
         self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
         self._flushing = False
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
-        # Set by the engine: true while no other caller can be waiting to write, so a
-        # write gains nothing from the group commit and is committed inline (ADR 0008).
-        self.lone_writer: Callable[[], bool] | None = None
         self._secret: bytes | None = None
         # Sources are content-addressed and never deleted: once one is known to be stored
         # (written or read), later put/get of that hash need no round trip.
@@ -479,8 +476,8 @@ class SqliteStore(Store):
 
         ``op`` is a journal ``Commit`` (fenced by its generation) or a function run with the
         connection inside the transaction (its result is returned)."""
-        if (self.lone_writer is not None and not self._queue and not self._flushing
-                and not self._hops and self._db is not None and self.lone_writer()):
+        if (self.lone_writer and not self._queue and not self._flushing
+                and not self._hops and self._db is not None):
             done, value = self._write_inline(op)
             if done:
                 return value
