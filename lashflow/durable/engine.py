@@ -430,7 +430,8 @@ class Engine:
 
     async def _release(self, run: RunRecord, generation: int) -> None:
         await self.store.commit(Commit(run.run_id, generation, run=RunChange(
-            run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True)))
+            run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True,
+            updated_at=self.clock.now())))
 
     async def _execute(self, ctx: _RunContext, *, fresh: bool = False) -> RunOutcome:
         from ..interp.vm import execute
@@ -452,7 +453,8 @@ class Engine:
             return await self._settle_cancelled(ctx, host)
         if run.status != "running":
             await self.store.commit(Commit(run.run_id, ctx.generation,
-                                           run=RunChange("running", waiting=[])))
+                                           run=RunChange("running", waiting=[],
+                                                          updated_at=self.clock.now())))
         compiled = ctx.compiled
         args = {k: from_json(v) for k, v in run.input.items()}
         if run.process is not None:
@@ -499,6 +501,7 @@ class Engine:
             # and the program ended on it (e.g. through `?`); the run was cancelled.
             return await self._settle_cancelled(ctx, host)
         change.release_lease = True
+        change.updated_at = self.clock.now()
         steps, attempts = host.take_held()  # the last batch's outcomes go with the end
         await self.store.commit(Commit(run.run_id, ctx.generation, steps, attempts, run=change))
         host.notify_steps(steps)
@@ -532,7 +535,7 @@ class Engine:
     async def _journal_corrupt(self, ctx: _RunContext, exc: JournalCorrupt) -> RunOutcome:
         """A journal row cannot be trusted: never replay from it; an operator must look."""
         change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message},
-                           release_lease=True)
+                           release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(ctx.run.run_id, ctx.generation, run=change))
         ctx.run.status, ctx.run.error, ctx.run.waiting = change.status, change.error, []
         self.notify({"type": "run", "run_id": ctx.run.run_id, "status": change.status})
@@ -543,7 +546,7 @@ class Engine:
         await self.tool_runner.cancel_pending(host)
         change = RunChange("cancelled", error={"code": "cancelled",
                                                "message": "lashlang process was cancelled"},
-                           release_lease=True)
+                           release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(ctx.run.run_id, ctx.generation, run=change))
         ctx.run.status, ctx.run.error, ctx.run.waiting = "cancelled", change.error, []
         if ctx.run.parent_run_id:
