@@ -16,7 +16,7 @@ _EXPORTS = {
     "Engine": "lashflow.durable.engine",
     "RunHandle": "lashflow.durable.engine",
     "RunOutcome": "lashflow.durable.outcome",
-    "RunStatus": "lashflow.durable.outcome",
+    "RunStatus": "lashflow.states",
     "RunError": "lashflow.durable.outcome",
     "Wait": "lashflow.durable.outcome",
     "StepView": "lashflow.durable.outcome",

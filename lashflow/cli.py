@@ -274,12 +274,16 @@ def check(
     text = source_or_none(file)
 
     async def catalog() -> Any:
+        """The tools the file links against: its ``.py`` beside it and ``--tools``, loaded
+        into a registry of their own (no database is opened to check a file)."""
+        from .tools import ToolRegistry, load_tool_modules, tools_in_module
+
         read_source(file)
-        async with engine(":memory:", tools) as eng:
-            beside = file.with_suffix(".py")
-            if beside.exists():
-                eng.load_tools(str(beside))
-            return eng.tool_runner.catalog()
+        beside = file.with_suffix(".py")
+        registry = ToolRegistry()
+        for module in load_tool_modules([*tools, *([str(beside)] if beside.exists() else [])]):
+            registry.add(*tools_in_module(module))
+        return registry.catalog()
 
     cat = run_async(catalog, as_json)
     assert text is not None
@@ -338,7 +342,7 @@ def graph(
         source = read_source(file)
         states: dict[str, list[str]] = {}
         if run is not None:
-            from .durable.engine import source_digest
+            from .durable.programs import source_digest
 
             async with engine(db) as eng:
                 states = await _site_states(eng, run)
@@ -435,10 +439,8 @@ def complete(
         async with engine(db) as eng:
             with LiveStatus.for_command(as_json or not resume_run, "complete") as live:
                 eng.listeners.append(live.on_event)
-                status = await eng.complete(key, value, resume=resume_run)
-                run_id = getattr(eng.tool_runner, "last_delivered_run", None)
-                if run_id is None:
-                    return _delivered(display, None, status.value)
+                delivery = await eng.deliver(key, value, resume=resume_run)
+                run_id = delivery.run_id
                 outcome = await eng.get(run_id)
                 if not resume_run:
                     return _delivered(display, run_id, outcome.status.value)
@@ -448,7 +450,7 @@ def complete(
     raise typer.Exit(run_async(go, as_json))
 
 
-def _delivered(display: Display, run_id: str | None, status: str) -> int:
+def _delivered(display: Display, run_id: str, status: str) -> int:
     if display.as_json:
         stdout(dumps({"run_id": run_id, "status": status, "delivered": True}))
     else:

@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import sys
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, TypeVar
 
@@ -168,24 +168,11 @@ def source_or_none(file: Path | None) -> str | None:
 
 @asynccontextmanager
 async def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> AsyncIterator[Any]:
-    """An open ``Engine`` over the public API (imported late: ``--help`` stays fast).
-
-    If opening fails (bad URL, newer schema...) the store is closed before the error
-    travels on: a half-open SQLite connection thread would keep the process alive.
-    """
+    """An open ``Engine`` over the public API (imported late: ``--help`` stays fast)."""
     from .durable.engine import Engine
 
-    eng = Engine(db=db, modules=list(tools), **options)
-    try:
-        await eng.__aenter__()
-    except BaseException:
-        with suppress(Exception):
-            await eng.store.close()
-        raise
-    try:
+    async with Engine(db=db, modules=list(tools), **options) as eng:
         yield eng
-    finally:
-        await eng.__aexit__(None, None, None)
 
 
 # --------------------------------------------------------------------------- usage errors

@@ -1,30 +1,11 @@
-"""What the Engine hands back to users: run outcomes, waits, journal views (SPEC 7.1)."""
+"""What the Engine hands back to users: run outcomes, waits, journal views."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-class RunStatus(str, enum.Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING = "waiting"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    NEEDS_ATTENTION = "needs_attention"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def settled(self) -> bool:
-        return self in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
-
-
-SETTLED = frozenset({"finished", "failed", "cancelled"})
+from ..states import RunStatus
 
 
 @dataclass(slots=True)

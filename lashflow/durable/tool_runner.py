@@ -10,21 +10,37 @@ attempt start is written lazily with its final outcome, in the same commit as th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+from pathlib import Path
+from typing import Any
 
+from ..errors import LashflowError
+from ..interp.effects import ToolCall as ToolCallEffect
 from ..store import AttemptRecord, StepRecord, Store
 from ..tools import (
     CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,
     OutcomeStatus, Resolution, Settle, ToolOutcome, ToolRegistry,
     load_tool_modules, outcome_for_resolution, runtime_plugin_stack, tools_in_module,
 )
+from ..tools.attempts import CancelSignal
+from ..tools.clock import Clock
 from .canonical import canonical_json
-from .host import PARK, FailTurn, NeedsAttention
+from .endings import FailTurn, NeedsAttention
+from .events import Events
+from .journal import RunJournal
+from .programs import Source, read_source
 
-if TYPE_CHECKING:
-    from ..interp.effects import ToolCall as ToolCallEffect
-    from .host import DurableHost
-    from .engine import Engine
+
+class _Parked:
+    """The answer of a call that still waits on its completion key."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PARKED"
+
+
+PARKED: Any = _Parked()
 
 
 # --------------------------------------------------------------------------- completion storage
@@ -83,8 +99,8 @@ class RunAttemptJournal:
     by the host together with its step, in one commit.
     """
 
-    def __init__(self, host: "DurableHost", tools: dict[str, tuple[str, str, Any]]) -> None:
-        self.host = host
+    def __init__(self, journal: RunJournal, tools: dict[str, tuple[str, str, Any]]) -> None:
+        self.journal = journal
         self.tools = tools  # step key -> (qualified tool name, canonical args text, args)
         self.starts: dict[tuple[str, int], float] = {}
         self.durable_starts: set[tuple[str, int]] = set()
@@ -94,7 +110,8 @@ class RunAttemptJournal:
                  at: float | None = None) -> AttemptRecord:
         started = self.starts.get((step_key, attempt), at)
         if outcome is None:
-            return AttemptRecord(self.host.run_id, step_key, attempt, "started", started_at=started)
+            return AttemptRecord(self.journal.run_id, step_key, attempt, "started",
+                                 started_at=started)
         status = outcome.status.value
         if outcome.retry_after is not None:
             status = "failed"
@@ -103,25 +120,24 @@ class RunAttemptJournal:
             detail["usage"] = dict(outcome.usage)
         if outcome.traceback:
             detail["traceback"] = outcome.traceback
-        return AttemptRecord(self.host.run_id, step_key, attempt, status, outcome.code,
+        return AttemptRecord(self.journal.run_id, step_key, attempt, status, outcome.code,
                              outcome.message or None, detail,
                              outcome.started_at if outcome.started_at is not None else started,
                              outcome.finished_at)
 
-    def _step(self, step_key: str, status: str, outcome: Any) -> StepRecord:
-        existing = self.host.journal.get(step_key)
+    def step(self, step_key: str, status: str, outcome: Any) -> StepRecord:
+        """The call's step record with its new status (new, or the one replay found)."""
+        existing = self.journal.get(step_key)
         if existing is not None:
-            existing.status, existing.outcome = status, outcome
-            existing.updated_at = self.host.engine.clock.now()
-            return existing
+            return self.journal.touch(existing, status, outcome)
         tool, text, args = self.tools[step_key]
-        return self.host.new_step(step_key, "tool", tool, args, status, outcome, args_text=text)
+        return self.journal.new_step(step_key, "tool", tool, args, status, outcome, args_text=text)
 
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
         if durable:
             self.durable_starts.add((step_key, attempt))
-            await self.host.commit([self._step(step_key, "started", None)],
+            await self.journal.commit([self.step(step_key, "started", None)],
                                    [self._attempt(step_key, attempt, None, at)])
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
@@ -134,21 +150,26 @@ class RunAttemptJournal:
             return
         status = "pending" if outcome.status is OutcomeStatus.PENDING else "started"
         payload = outcome.to_json() if status == "pending" else None
-        await self.host.commit([self._step(step_key, status, payload)], [record])
+        await self.journal.commit([self.step(step_key, status, payload)], [record])
 
 
 # --------------------------------------------------------------------------- the runner
 
 
 class ToolRunner:
-    """Engine-wide: the registry, the dispatcher and the completion book."""
+    """Engine-wide: the registry, the dispatcher and the completion book, and how a run's
+    tool calls are run, journaled and replayed."""
 
-    def __init__(self, engine: "Engine") -> None:
-        self.engine = engine
+    def __init__(self, store: Store, clock: Clock, events: Events,
+                 model_provider: Any = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.events = events
+        self.model_provider = model_provider
         self.registry = ToolRegistry()
         self.dispatcher: Dispatcher | None = None
         self.book: CompletionBook | None = None
-        self.last_delivered_run: str | None = None
+        self.loaded_modules: set[str] = set()
         self._resource_map: tuple[int, dict[str, str]] | None = None
         self._plugins = None
 
@@ -156,9 +177,35 @@ class ToolRunner:
     def add_tool(self, item: Any) -> None:
         self.registry.add(item)
 
-    def load_module(self, spec: str) -> None:
-        for module in load_tool_modules([spec]):
+    def load(self, module_or_path: str) -> None:
+        """Import a tool module (name or ``.py`` path) once and register its tools."""
+        key = str(Path(module_or_path).resolve()) if module_or_path.endswith(".py") else module_or_path
+        if key in self.loaded_modules:
+            return
+        for module in load_tool_modules([key]):
             self.registry.add(*tools_in_module(module))
+        self.loaded_modules.add(key)
+
+    def load_for_run(self, run: Any) -> None:
+        """Import the tool modules the run was started with, where this machine has them
+        (a worker elsewhere brings its own with ``--tools``)."""
+        for module in run.meta.get("tool_modules", []):
+            if module in self.loaded_modules or (module.endswith(".py")
+                                                 and not os.path.exists(module)):
+                continue
+            try:
+                self.load(module)
+            except LashflowError:
+                continue  # reported as missing tools when the run is driven
+
+    def read_source(self, source_or_path: Any) -> Source:
+        """Source text, from a file or as given; a file's ``.py`` beside it is loaded."""
+        source = read_source(source_or_path)
+        if source.path is not None:
+            beside = Path(source.path).with_suffix(".py")
+            if beside.exists():
+                self.load(str(beside))
+        return source
 
     def catalog(self) -> Any:
         return self.registry.catalog()
@@ -180,13 +227,12 @@ class ToolRunner:
         self._plugins = (plugins or runtime_plugin_stack()).validate()
 
     async def open(self) -> None:
-        engine = self.engine
-        secret = await engine.store.secret()
-        self.book = CompletionBook(StoreCompletionStorage(engine.store), secret, clock=engine.clock,
+        secret = await self.store.secret()
+        self.book = CompletionBook(StoreCompletionStorage(self.store), secret, clock=self.clock,
                                    cancel_external=self.registry.cancel_external)
-        self.dispatcher = Dispatcher(self.registry, clock=engine.clock, plugins=self._plugins,
+        self.dispatcher = Dispatcher(self.registry, clock=self.clock, plugins=self._plugins,
                                      completions=None, secret=secret,
-                                     model_provider=engine.model_provider, project_results=False)
+                                     model_provider=self.model_provider, project_results=False)
         self.dispatcher.keys = self.book.keys
 
     def bind_resources(self, module: Any, process: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -197,8 +243,8 @@ class ToolRunner:
         by_type = self._resources()
         if not by_type:
             return args
-        from ..lang import ast
         from ..interp.values import Resource
+        from ..lang import ast
 
         for param in decl.params:
             if isinstance(param.type, ast.TypeName) and param.type.name in by_type:
@@ -208,16 +254,15 @@ class ToolRunner:
         return args
 
     def project(self, value: Any) -> str:
+        """``value`` through the output budget, as the run history shows it."""
         assert self.dispatcher is not None
-        if isinstance(value, str):
-            return self.dispatcher.projector.project(value)
         return self.dispatcher.projector.project(value)
 
     # -- running calls -------------------------------------------------------------------
-    async def run_calls(self, host: "DurableHost",
-                        calls: list[tuple["ToolCallEffect", Any, Any]]) -> list[Any]:
+    async def run_calls(self, journal: RunJournal, cancel: CancelSignal, retry_interrupted: bool,
+                        calls: list[tuple[ToolCallEffect, Any, StepRecord | None]]) -> list[Any]:
         """Run fresh (or interrupted) calls as one concurrent batch; answers are result
-        wrappers (JSON) or ``PARK``. Each call is ``(effect, json payload, journal record)``."""
+        wrappers (JSON) or ``PARKED``. Each call is ``(effect, json payload, journal record)``."""
         assert self.dispatcher is not None and self.book is not None
         tools: dict[str, tuple[str, str, Any]] = {}
         planned: list[DispatchCall] = []
@@ -227,18 +272,18 @@ class ToolRunner:
             tools[effect.step] = (qualified, canonical_json(payload), payload)
             first = 1
             if record is not None:
-                first = self._next_attempt(host, effect, record)
-                interrupted += [a for a in host.attempts.get(effect.step, [])
+                first = self._next_attempt(journal, effect, retry_interrupted)
+                interrupted += [a for a in journal.attempts.get(effect.step, [])
                                 if a.status == "interrupted"]
             planned.append(DispatchCall(effect.module, effect.operation, payload, effect.step, first))
-        if interrupted:  # SPEC 4.3: the journal shows the attempt a crash cut short
-            await host.commit([], interrupted)
-        journal = RunAttemptJournal(host, tools)
-        if self.engine.listeners:
-            self.engine.notify({"type": "tools", "run_id": host.run_id,
+        if interrupted:  # the journal shows the attempt a crash cut short
+            await journal.commit([], interrupted)
+        attempts_journal = RunAttemptJournal(journal, tools)
+        if self.events:
+            self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [tools[c.step_key][0] for c in planned]})
-        results = await self.dispatcher.batch(planned, run_id=host.run_id, journal=journal,
-                                              cancel=host.cancel_event)
+        results = await self.dispatcher.batch(planned, run_id=journal.run_id,
+                                              journal=attempts_journal, cancel=cancel)
         answers: list[Any] = []
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []
@@ -246,34 +291,34 @@ class ToolRunner:
         for index, result in enumerate(results):
             outcome = result.outcome
             if outcome.status is OutcomeStatus.PENDING:
-                answers.append(PARK)
+                answers.append(PARKED)
                 pending.append((index, result))
                 continue
-            steps.append(journal._step(result.step_key, "done", outcome.to_json()))
-            final = journal.final.get(result.step_key)
+            steps.append(attempts_journal.step(result.step_key, "done", outcome.to_json()))
+            final = attempts_journal.final.get(result.step_key)
             if final is not None:
                 attempts.append(final)
             answers.append(self._answer(outcome))
         if pending:
-            await host.commit(steps, attempts)  # before the waits open
+            await journal.commit(steps, attempts)  # before the waits open
         elif steps or attempts:
-            host.hold(steps, attempts)  # written before the next effect (ADR 0009)
+            journal.hold(steps, attempts)  # written before the next effect (ADR 0009)
         for index, result in pending:
-            answer = await self._begin_wait(host, result.step_key, result.outcome)
-            answers[index] = answer
+            answers[index] = await self._begin_wait(journal, result.step_key, result.outcome)
         return answers
 
-    def _next_attempt(self, host: "DurableHost", effect: Any, record: Any) -> int:
+    def _next_attempt(self, journal: RunJournal, effect: ToolCallEffect,
+                      retry_interrupted: bool) -> int:
         """A step found ``started``: its last attempt was interrupted by a crash."""
         entry = self.registry.get(effect.module, effect.operation)
-        rows = host.attempts.get(effect.step, [])
+        rows = journal.attempts.get(effect.step, [])
         last = max((a.attempt for a in rows), default=0)
         interrupted = [a for a in rows if a.status == "started"]
-        if interrupted and not entry.definition.idempotent and not host.ctx.retry_interrupted:
+        if interrupted and not entry.definition.idempotent and not retry_interrupted:
             raise NeedsAttention(
                 f"step {effect.step} ({effect.module}.{effect.operation}) was interrupted during "
                 f"attempt {last}; the tool is not idempotent, so it is not run again on its own. "
-                f"Run `lashflow resume {host.run_id} --retry-interrupted` to retry it",
+                f"Run `lashflow resume {journal.run_id} --retry-interrupted` to retry it",
                 step=effect.step)
         for row in interrupted:
             row.status = "interrupted"
@@ -285,36 +330,34 @@ class ToolRunner:
             raise FailTurn("pending tool completion timed out")
         return outcome.to_wrapper()
 
-    async def _begin_wait(self, host: "DurableHost", step_key: str, outcome: ToolOutcome) -> Any:
+    async def _begin_wait(self, journal: RunJournal, step_key: str, outcome: ToolOutcome) -> Any:
         assert self.book is not None
-        module, _, name = (host.journal[step_key].tool or ".").partition(".")
-        resolution = await self.book.begin_wait_for(outcome, host.run_id, step_key, module, name)
+        module, _, name = (journal.steps[step_key].tool or ".").partition(".")
+        resolution = await self.book.begin_wait_for(outcome, journal.run_id, step_key, module, name)
         if resolution is None:
-            return PARK
-        return await self._settle(host, step_key, outcome, resolution)
+            return PARKED
+        return await self._settle(journal, step_key, outcome, resolution)
 
-    async def _settle(self, host: "DurableHost", step_key: str, pending: ToolOutcome,
+    async def _settle(self, journal: RunJournal, step_key: str, pending: ToolOutcome,
                       resolution: Resolution) -> Any:
         final = outcome_for_resolution(pending, resolution)
-        record = host.journal[step_key]
-        record.status, record.outcome = "done", final.to_json()
-        record.updated_at = self.engine.clock.now()
-        attempt = AttemptRecord(host.run_id, step_key, final.attempts, final.status.value,
+        record = journal.touch(journal.steps[step_key], "done", final.to_json())
+        attempt = AttemptRecord(journal.run_id, step_key, final.attempts, final.status.value,
                                 final.code, final.message or None, {}, pending.started_at,
                                 final.finished_at)
-        await host.commit([record], [attempt])
+        await journal.commit([record], [attempt])
         return self._answer(final)
 
-    async def replay(self, host: "DurableHost", record: StepRecord) -> Any:
-        """A recorded tool step: its answer, or ``PARK`` if it still waits on its key."""
+    async def replay(self, journal: RunJournal, record: StepRecord) -> Any:
+        """A recorded tool step: its answer, or ``PARKED`` if it still waits on its key."""
         outcome = ToolOutcome.from_json(record.outcome)
         if record.status == "done":
             return self._answer(outcome)
         assert self.book is not None
-        resolution = await self.book.poll(host.run_id, record.step_key)
+        resolution = await self.book.poll(journal.run_id, record.step_key)
         if resolution is None:
-            return PARK
-        return await self._settle(host, record.step_key, outcome, resolution)
+            return PARKED
+        return await self._settle(journal, record.step_key, outcome, resolution)
 
     # -- outside events ------------------------------------------------------------------
     async def deliver_completion(self, key: str, result: Any) -> str:
@@ -323,17 +366,16 @@ class ToolRunner:
         await self.book.resolve(key, result)
         ids = self.book.keys.verify(key)
         assert ids is not None
-        self.last_delivered_run = ids[0]
         return ids[0]
 
     def key_for(self, run_id: str, step_key: str) -> str:
         assert self.book is not None
         return self.book.key_for(run_id, step_key)
 
-    async def cancel_pending(self, host: "DurableHost") -> None:
+    async def cancel_pending(self, run_id: str) -> None:
         """A cancelled run: every open wait follows its ``on_cancel``."""
         assert self.book is not None
-        await self.book.cancel_run(host.run_id)
+        await self.book.cancel_run(run_id)
 
 
-__all__ = ["ToolRunner", "StoreCompletionStorage", "RunAttemptJournal"]
+__all__ = ["PARKED", "RunAttemptJournal", "StoreCompletionStorage", "ToolRunner"]

@@ -239,6 +239,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]: ...
 
+    async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
+        """Which of ``run_ids`` have a cancel requested (the cancel watcher's one query)."""
+        found = set()
+        for run_id in run_ids:
+            run = await self.get_run(run_id)
+            if run is not None and run.cancel_requested:
+                found.add(run_id)
+        return found
+
     @abc.abstractmethod
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
                     steal_from_dead: bool = True) -> int | None:

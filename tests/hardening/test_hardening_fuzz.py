@@ -139,7 +139,7 @@ async def _engine_outcome(source: str, folder: Path) -> tuple[str, Any]:
         problems = await check_store(engine.store)
         assert not problems, [str(p) for p in problems]
         if outcome.status is RunStatus.FINISHED:
-            catalog = engine.tool_runner.catalog()
+            catalog = engine.tools.catalog()
             assert await replay_problems(engine.store, "fuzz", catalog) == []
             return "finished", outcome.result
         if outcome.status is RunStatus.FAILED:

@@ -1,0 +1,87 @@
+"""Child runs: a ``start`` creates one, ``await`` joins it, and a settling child moves
+its parent on. A child's id derives from its parent and the ``start`` step, so every
+replay of the parent finds the same child."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ..errors import RunBusy
+from ..states import RunStatus
+from ..store import RunRecord, Store
+from ..tools.clock import Clock
+from .canonical import digest
+from .commands import Commands
+from .driver import Driver
+from .outcome import RunOutcome, Wait
+from .reads import Reads
+
+
+def child_wrapper(outcome: RunOutcome) -> Any:
+    """What ``await`` on a child handle gives: a result wrapper, or ``None`` while the
+    child has not settled."""
+    if outcome.status is RunStatus.FINISHED:
+        return {"ok": True, "value": outcome.result}
+    if outcome.status in (RunStatus.FAILED, RunStatus.CANCELLED):
+        return {"ok": False, "error": outcome.error.message if outcome.error else "failed"}
+    return None
+
+
+class Children:
+    """The ``Family`` the durable host and the driver are wired with."""
+
+    def __init__(self, store: Store, clock: Clock, driver: Driver, reads: Reads,
+                 commands: Commands) -> None:
+        self.store = store
+        self.clock = clock
+        self.driver = driver
+        self.reads = reads
+        self.commands = commands
+
+    def child_id(self, parent_run_id: str, step: str) -> str:
+        return "run_" + hashlib.sha256(f"{parent_run_id}/{step}".encode()).hexdigest()[:24]
+
+    async def create(self, parent: RunRecord, source_hash: str, child_id: str, process: str,
+                     args: dict[str, Any]) -> None:
+        now = self.clock.now()
+        await self.store.create_run(RunRecord(
+            run_id=child_id, source_hash=source_hash, process=process, input=args,
+            input_hash=digest({"process": process, "input": args}), status="queued",
+            parent_run_id=parent.run_id, created_at=now, updated_at=now, meta=parent.meta))
+
+    def spawn(self, child_id: str) -> None:
+        if not self.driver.is_driving(child_id):
+            self.driver.spawn(child_id)
+
+    async def join(self, child_id: str) -> tuple[Any, list[Wait]]:
+        try:
+            outcome = await self.driver.join(child_id)
+        except RunBusy:
+            outcome = self.reads.outcome_of(await self.reads.require(child_id))
+        waits = []
+        for wait in outcome.waiting:
+            if wait.child_run_id is None:
+                wait.child_run_id = child_id
+            waits.append(wait)
+        return child_wrapper(outcome), waits
+
+    async def cancel(self, run_id: str) -> None:
+        await self.commands.cancel(run_id)
+
+    async def signal(self, run_id: str, name: str, payload: Any) -> None:
+        await self.commands.signal(run_id, name, payload)
+
+    async def wake_parent(self, parent_id: str) -> None:
+        parent = await self.store.get_run(parent_id)
+        if parent is None or self.driver.active(parent_id) is not None:
+            return
+        now = self.clock.now()
+        if parent.status == "running":  # parking on us elsewhere right now?
+            await self.store.wake(parent_id, now)
+        elif parent.status == "waiting" and any(w.get("kind") == "child" for w in parent.waiting):
+            await self.store.mark_due(parent_id, now)
+            self.driver.follow_up(self.driver.spawn(parent_id))
+
+
+__all__ = ["Children", "child_wrapper"]

@@ -1,0 +1,350 @@
+"""Driving runs: claim -> replay -> settle.
+
+Driving a run means: take its lease, read its journal once, re-run the interpreter from
+the start with the durable host (recorded effects replay, the first unrecorded one runs
+for real) and write how it ended: settled, or parked on waits. One ``Driver`` drives many
+runs at once in one event loop; each run is driven by at most one task here (``spawn``
+and ``join`` go through one registry) and by at most one process anywhere (the lease).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DbError, Fenced, JournalCorrupt, LashflowError, LimitExceeded, MissingTools, RunBusy
+from ..interp import effects as fx
+from ..interp.errors import LashRuntimeError
+from ..interp.limits import Limits
+from ..interp.values import from_json, to_json
+from ..interp.vm import execute
+from ..states import SETTLED
+from ..store import Commit, RunChange, RunRecord, Store
+from ..tools.clock import Clock
+from .cancels import CancelWatcher
+from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
+from .events import Events
+from .host import DurableHost
+from .journal import DriveFlags, RunJournal, check_journal
+from .outcome import RunOutcome, Wait
+from .ports import Family
+from .programs import Compiled, Programs
+from .reads import Reads
+from .tool_runner import ToolRunner
+
+log = logging.getLogger("lashflow.engine")
+
+
+@dataclass(slots=True)
+class Drive:
+    """One drive of one run: the lease generation it holds and what it runs."""
+
+    run: RunRecord
+    generation: int
+    compiled: Compiled
+    flags: DriveFlags = field(default_factory=DriveFlags)
+
+
+class Driver:
+    def __init__(self, store: Store, clock: Clock, limits: Limits, programs: Programs,
+                 tools: ToolRunner, reads: Reads, events: Events, *, owner: str,
+                 lease_ttl: float, concurrency: int) -> None:
+        self.store = store
+        self.clock = clock
+        self.limits = limits
+        self.programs = programs
+        self.tools = tools
+        self.reads = reads
+        self.events = events
+        self.owner = owner
+        self.lease_ttl = lease_ttl
+        self.family: Family | None = None  # wired by the engine once both exist
+        self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
+        self._active: dict[str, Drive] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+        self._draining = False  # a worker loop is stopping: drives starting now stop at once
+        self._follow_ups: set[asyncio.Task[RunOutcome]] = set()
+        self._cancels = CancelWatcher(store, self._active)
+
+    # -- the task registry ---------------------------------------------------------------
+    def spawn(self, run_id: str, *, fresh: tuple[RunRecord, Compiled] | None = None,
+              **options: Any) -> asyncio.Task[RunOutcome]:
+        """The task driving ``run_id`` here: the running one, or a new one."""
+        task = self._tasks.get(run_id)
+        if task is None or task.done():
+            loop = asyncio.get_running_loop()
+            if fresh is not None:
+                task = loop.create_task(self._drive_fresh(*fresh))
+            else:
+                task = loop.create_task(self.drive(run_id, **options))
+            self._tasks[run_id] = task
+            writer = self.store.register_writer()  # counts from now: see Store.register_writer
+            task.add_done_callback(lambda done: self._forget(run_id, done, writer))
+        return task
+
+    def _forget(self, run_id: str, task: asyncio.Task[RunOutcome], writer: Any) -> None:
+        """A settled or parked run keeps nothing in memory."""
+        writer.release()
+        if self._tasks.get(run_id) is task:
+            del self._tasks[run_id]
+        if not task.cancelled():
+            task.exception()  # mark retrieved; callers that care awaited it already
+
+    def is_driving(self, run_id: str) -> bool:
+        task = self._tasks.get(run_id)
+        return task is not None and not task.done()
+
+    def active(self, run_id: str) -> Drive | None:
+        """The drive of ``run_id`` under way in this process, if any."""
+        return self._active.get(run_id)
+
+    async def join(self, run_id: str, **options: Any) -> RunOutcome:
+        """Wait for the drive under way here, or drive the run now."""
+        task = self._tasks.get(run_id)
+        if task is not None and not task.done():
+            return await asyncio.shield(task)
+        return await self.drive(run_id, **options)
+
+    def follow_up(self, task: asyncio.Task[RunOutcome]) -> None:
+        """A drive started because of another (a parent woken by its child): callers
+        that promise to return once things settled wait for it (``drain_follow_ups``)."""
+        self._follow_ups.add(task)
+
+    async def drain_follow_ups(self) -> None:
+        """Wait for the follow-up drives (and theirs, transitively)."""
+        while self._follow_ups:
+            try:
+                await self._follow_ups.pop()
+            except RunBusy:
+                pass
+
+    async def close(self) -> None:
+        self._cancels.stop()
+        tasks = [t for t in self._tasks.values() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- draining (a worker stopping) -------------------------------------------------------
+    def begin_drain(self) -> None:
+        """Runs in flight stop at their next effect; runs whose claim is still under way
+        see the flag when their drive begins."""
+        self._draining = True
+        for drive in self._active.values():
+            drive.flags.drain_requested = True
+
+    def end_drain(self) -> None:
+        self._draining = False
+
+    # -- driving ---------------------------------------------------------------------------
+    async def drive(self, run_id: str, *, source: str | os.PathLike[str] | None = None,
+                    retry_interrupted: bool = False) -> RunOutcome:
+        async with self._slots:
+            return await self._claim_and_drive(run_id, source, retry_interrupted)
+
+    async def _drive_fresh(self, run: RunRecord, compiled: Compiled) -> RunOutcome:
+        """A run this engine just created under its own lease: nothing to read first."""
+        async with self._slots:
+            return await self._drive_claimed(Drive(run, run.generation, compiled), fresh=True)
+
+    async def _claim_and_drive(self, run_id: str, source: Any,
+                               retry_interrupted: bool) -> RunOutcome:
+        run = await self.reads.require(run_id)
+        if run.status in SETTLED:
+            return self.reads.outcome_of(run)
+        generation = await self.store.claim(run_id, self.owner, self.lease_ttl, self.clock.now())
+        if generation is None:
+            raise RunBusy(f"run {run_id} is being driven by another worker")
+        run = await self.reads.require(run_id)
+        if run.status in SETTLED:
+            await self._release(run, generation)
+            return self.reads.outcome_of(run)
+        if source is not None:
+            text = self.tools.read_source(source).text
+            compiled = self.programs.compile(text)
+            if compiled.source_hash != run.source_hash:
+                await self.store.put_source(compiled.source_hash, text)
+        else:
+            compiled = await self._compile_stored(run, generation)
+        if run.meta.get("note"):  # a worker that lacked the tools said so: this one has them
+            await self.store.set_note(run_id, None)
+        drive = Drive(run, generation, compiled, DriveFlags(
+            cancel_requested=run.cancel_requested, retry_interrupted=retry_interrupted))
+        return await self._drive_claimed(drive, fresh=False)
+
+    async def _compile_stored(self, run: RunRecord, generation: int) -> Compiled:
+        text = await self.store.get_source(run.source_hash)
+        if text is None:
+            raise DbError(f"run {run.run_id}: its source is missing from the database")
+        try:
+            return self.programs.compile(text)
+        except LashflowError as exc:
+            # It linked when it was created: what fails now is this worker's tool set.
+            await self.store.set_note(run.run_id,
+                                      f"worker {self.owner} cannot run it: {exc.message}")
+            await self._release(run, generation)
+            raise MissingTools(f"run {run.run_id} needs tools this worker lacks: "
+                               f"{exc.message}") from None
+
+    async def _drive_claimed(self, drive: Drive, *, fresh: bool) -> RunOutcome:
+        run_id = drive.run.run_id
+        drive.flags.drain_requested = self._draining
+        self._active[run_id] = drive
+        self._cancels.ensure_running()
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(drive))
+        try:
+            return await self._execute(drive, fresh=fresh)
+        except Fenced:
+            log.warning("run %s: its lease moved to another worker; this one stopped driving it",
+                        run_id)
+            return self.reads.outcome_of(await self.reads.require(run_id))
+        finally:
+            heartbeat.cancel()
+            self._active.pop(run_id, None)
+
+    async def _heartbeat(self, drive: Drive) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            ok = await self.store.renew(drive.run.run_id, self.owner, drive.generation,
+                                        self.lease_ttl, self.clock.now())
+            if not ok:
+                return
+
+    async def _release(self, run: RunRecord, generation: int) -> None:
+        await self.store.commit(Commit(run.run_id, generation, run=RunChange(
+            run.status, run.result, run.error, run.waiting, run.wake_at, release_lease=True,
+            updated_at=self.clock.now())))
+
+    async def _execute(self, drive: Drive, *, fresh: bool) -> RunOutcome:
+        run = drive.run
+        steps: list[Any] = []
+        attempts: list[Any] = []
+        try:
+            if not fresh:  # a run created a moment ago under our lease has no journal yet
+                steps, attempts = await self.store.load_journal(run.run_id)
+                check_journal(run.run_id, steps)
+        except JournalCorrupt as exc:
+            if not drive.flags.cancel_requested:
+                return await self._journal_corrupt(drive, exc)
+            steps, attempts = [], []  # a cancel replays nothing
+        journal = RunJournal(self.store, run.run_id, drive.generation, self.clock, self.events,
+                             steps, attempts)
+        assert self.family is not None
+        host = DurableHost(run, drive.compiled.source_hash, journal, self.tools, self.family,
+                           drive.flags, self.limits)
+        if drive.flags.cancel_requested:
+            return await self._settle_cancelled(drive, host)
+        if run.status != "running":
+            await self.store.commit(Commit(run.run_id, drive.generation, run=RunChange(
+                "running", waiting=[], updated_at=self.clock.now())))
+        compiled = drive.compiled
+        args = {k: from_json(v) for k, v in run.input.items()}
+        if run.process is not None:
+            args = self.tools.bind_resources(compiled.module, run.process, args)
+        change: RunChange
+        try:
+            result = await execute(compiled.program, host, process=run.process, args=args,
+                                   limits=self.limits)
+            if result.status == "finished":
+                change = RunChange("finished", result=to_json(result.value))
+            else:
+                change = RunChange("failed", error=_error_json(result.error))
+        except fx.Parked as parked:
+            waits = [w if isinstance(w, Wait) else Wait(**w) for w in parked.waits]
+            # a timer or a completion deadline makes the run due again on its own
+            due = [w.until for w in waits if w.until is not None]
+            change = RunChange("waiting", waiting=[w.to_json() for w in waits],
+                               wake_at=min(due) if due else None)
+        except Drained:
+            change = RunChange("queued")
+        except RunCancelled:
+            return await self._settle_cancelled(drive, host)
+        except (ReplayMismatch, NeedsAttention) as exc:
+            change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message})
+        except FailTurn as exc:
+            change = RunChange("failed", error={"code": exc.code, "message": exc.message})
+        except LashRuntimeError as exc:
+            change = RunChange("failed", error=_runtime_error_json(exc, compiled))
+        except LimitExceeded as exc:
+            change = RunChange("failed", error={"code": "limit_exceeded", "message": exc.message})
+        except (Fenced, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug or an infrastructure fault, not the program's doing
+            if isinstance(exc, DbError) and not isinstance(exc, JournalCorrupt):
+                raise  # the store is failing: writing the failure would fail too
+            log.exception("run %s stopped on an internal error", run.run_id)
+            change = RunChange("needs_attention", error={
+                "code": "internal_error",
+                "message": f"lashflow stopped this run on an internal error: "
+                           f"{type(exc).__name__}: {exc}; the journal is intact, "
+                           f"`lashflow resume {run.run_id}` retries"})
+        if drive.flags.cancel_requested and change.status in ("finished", "failed"):
+            # the cancel landed while an attempt was in flight: the call came back cancelled
+            # and the program ended on it (e.g. through `?`); the run was cancelled.
+            return await self._settle_cancelled(drive, host)
+        return await self._settle(drive, host, change)
+
+    async def _settle(self, drive: Drive, host: DurableHost, change: RunChange) -> RunOutcome:
+        """Write how the drive ended, with the last batch's held outcomes, in one commit."""
+        run = drive.run
+        change.release_lease = True
+        change.updated_at = self.clock.now()
+        steps, attempts = host.journal.take_held()
+        await self.store.commit(Commit(run.run_id, drive.generation, steps, attempts, run=change))
+        host.journal.notify_steps(steps)
+        run.status, run.result, run.error, run.waiting = (change.status, change.result,
+                                                          change.error, change.waiting)
+        outcome = self.reads.outcome_of(run, prints=host.prints)
+        if change.status in SETTLED and run.parent_run_id:
+            assert self.family is not None
+            await self.family.wake_parent(run.parent_run_id)
+        self.events.notify({"type": "run", "run_id": run.run_id, "status": change.status})
+        return outcome
+
+    async def _journal_corrupt(self, drive: Drive, exc: JournalCorrupt) -> RunOutcome:
+        """A journal row cannot be trusted: never replay from it; an operator must look."""
+        change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message},
+                           release_lease=True, updated_at=self.clock.now())
+        await self.store.commit(Commit(drive.run.run_id, drive.generation, run=change))
+        drive.run.status, drive.run.error, drive.run.waiting = change.status, change.error, []
+        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": change.status})
+        return self.reads.outcome_of(drive.run)
+
+    async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
+        await host.journal.flush_held()
+        await self.tools.cancel_pending(drive.run.run_id)
+        change = RunChange("cancelled", error={"code": "cancelled",
+                                               "message": "lashlang process was cancelled"},
+                           release_lease=True, updated_at=self.clock.now())
+        await self.store.commit(Commit(drive.run.run_id, drive.generation, run=change))
+        drive.run.status, drive.run.error, drive.run.waiting = "cancelled", change.error, []
+        if drive.run.parent_run_id:
+            assert self.family is not None
+            await self.family.wake_parent(drive.run.parent_run_id)
+        return self.reads.outcome_of(drive.run, prints=host.prints)
+
+
+def _error_json(error: Any) -> dict[str, Any]:
+    if isinstance(error, dict):
+        return error
+    return {"code": getattr(error, "code", "process_failed"),
+            "message": getattr(error, "message", str(error))}
+
+
+def _runtime_error_json(exc: LashRuntimeError, compiled: Compiled) -> dict[str, Any]:
+    from ..errors import position_of
+
+    data: dict[str, Any] = {"code": "runtime_error", "message": exc.message, "kind": exc.kind}
+    span = getattr(exc, "span", None)
+    if span is not None:
+        start = span[0] if isinstance(span, tuple) else getattr(span, "start", 0)
+        pos = position_of(compiled.module.source, start)
+        data["line"], data["column"] = pos.line, pos.column
+    return data
+
+
+__all__ = ["Drive", "Driver"]

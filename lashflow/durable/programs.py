@@ -1,0 +1,96 @@
+"""Source text -> linked module and compiled program, cached per source hash.
+
+A run stores its source (content-addressed) and is compiled again by whichever process
+drives it; the cache makes every later drive of the same source free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import UsageError
+from ..interp.compiler import Program, compile_module
+from ..lang import ast, link, parse
+
+
+@dataclass(slots=True)
+class Compiled:
+    module: ast.Module
+    program: Program
+    source_hash: str
+
+
+@dataclass(slots=True)
+class Source:
+    text: str
+    path: str | None  # the file it was read from, if any
+
+
+def source_digest(source: str) -> str:
+    return "sha256:" + hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def is_source_path(source_or_path: str | os.PathLike[str]) -> bool:
+    """A ``Path``, or a ``str`` ending in ``.lash`` on one line, names a file; any other
+    ``str`` is source text."""
+    return isinstance(source_or_path, os.PathLike) or (
+        isinstance(source_or_path, str) and source_or_path.endswith(".lash")
+        and "\n" not in source_or_path)
+
+
+def read_source(source_or_path: str | os.PathLike[str]) -> Source:
+    if not is_source_path(source_or_path):
+        return Source(str(source_or_path), None)
+    path = Path(source_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}", code="file_not_found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    return Source(text, str(path))
+
+
+def entry_of(module: ast.Module, process: str | None) -> ast.ProcessDecl | None:
+    """The process a run of ``module`` starts (``None``: the main block)."""
+    if process is not None:
+        decl = module.process(process)
+        if decl is None:
+            names = ", ".join(p.name for p in module.processes) or "none"
+            raise UsageError(f"no process `{process}` in this file (processes: {names})")
+        return decl
+    if module.main:
+        return None
+    if len(module.processes) == 1:
+        return module.processes[0]
+    if not module.processes:
+        raise UsageError("the file has no main block and no process to run")
+    names = ", ".join(p.name for p in module.processes)
+    raise UsageError(f"the file has several processes ({names}); choose one with --process")
+
+
+class Programs:
+    """The compile cache of one engine; ``catalog`` gives the tools linked against."""
+
+    def __init__(self, catalog: Callable[[], Any]) -> None:
+        self._catalog = catalog
+        self._compiled: dict[str, Compiled] = {}
+
+    def compile(self, source: str) -> Compiled:
+        """Parse, link against the registered tools and compile; cached per source text."""
+        source_hash = source_digest(source)
+        compiled = self._compiled.get(source_hash)
+        if compiled is None:
+            catalog = self._catalog()
+            module = link(parse(source), catalog)
+            compiled = Compiled(module, compile_module(module, catalog), source_hash)
+            self._compiled[source_hash] = compiled
+        return compiled
+
+
+__all__ = ["Compiled", "Programs", "Source", "entry_of", "is_source_path", "read_source",
+           "source_digest"]

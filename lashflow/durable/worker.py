@@ -1,0 +1,110 @@
+"""The worker loop: claim queued, due and orphaned runs and drive them, until stopped.
+
+Claims go through the store's lease (SKIP LOCKED on PostgreSQL), so any number of
+workers can share one database. On stop no new run is claimed and runs in flight stop
+at their next effect boundary (attempts in flight finish and are journaled), then go
+back to the queue with their lease released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any
+
+from ..errors import MissingTools, RunBusy, UnknownRun
+from ..store import Store
+from ..store.leases import owner_is_dead
+from ..tools.clock import Clock
+from .driver import Driver
+from .reads import Reads
+from .tool_runner import ToolRunner
+
+log = logging.getLogger("lashflow.engine")
+
+
+class Worker:
+    def __init__(self, store: Store, clock: Clock, driver: Driver, tools: ToolRunner,
+                 reads: Reads) -> None:
+        self.store = store
+        self.clock = clock
+        self.driver = driver
+        self.tools = tools
+        self.reads = reads
+
+    async def work(self, slots: int, *, stop: asyncio.Event, poll: float,
+                   idle_exit: float | None, retry_skipped: float) -> int:
+        """Drive runs until ``stop`` is set; returns how many drives were started.
+        ``idle_exit``: return once nothing was claimable for that many seconds (tests)."""
+        inflight: dict[str, asyncio.Task[Any]] = {}
+        skipped: dict[str, float] = {}  # run -> when to try again (missing tools)
+        driven = 0
+        idle_since = time.monotonic()
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                free = slots - len(inflight)
+                if free > 0:
+                    # Other workers list the same oldest runs: each takes a random few of
+                    # a wider window, so they seldom race for the same claim.
+                    ready = await self.store.claimable(self.clock.now(),
+                                                       limit=4 * free + len(inflight))
+                    if stop.is_set():
+                        break  # stopped while listing: claim nothing more
+                    if len(ready) > free:
+                        random.shuffle(ready)
+                    for run_id in ready:
+                        if run_id in inflight or skipped.get(run_id, 0.0) > time.monotonic():
+                            continue
+                        inflight[run_id] = asyncio.ensure_future(
+                            self._work_one(run_id, skipped, retry_skipped))
+                        driven += 1
+                        if len(inflight) >= slots:
+                            break
+                if inflight:
+                    idle_since = time.monotonic()
+                elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
+                    break
+                waiter = asyncio.ensure_future(self.store.wait_for_work(poll))
+                await asyncio.wait([waiter, stopper, *inflight.values()],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                for run_id in [r for r, t in inflight.items() if t.done()]:
+                    failure = inflight.pop(run_id).exception()
+                    if failure is not None:
+                        # One run's trouble (a locked database, a lost connection) must not
+                        # stop the worker: say so, and try that run again a little later.
+                        log.error("run %s: %s", run_id, getattr(failure, "message", failure))
+                        skipped[run_id] = time.monotonic() + min(retry_skipped, 2.0)
+        finally:
+            stopper.cancel()
+            self.driver.begin_drain()
+            try:
+                if inflight:
+                    await asyncio.gather(*inflight.values(), return_exceptions=True)
+            finally:
+                self.driver.end_drain()
+        return driven
+
+    async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float) -> None:
+        try:
+            run = await self.reads.require(run_id)
+            now = self.clock.now()
+            if run.status == "waiting" and (run.wake_at is None or run.wake_at > now):
+                return  # parked since it was listed (by the worker that held it): not due
+            if (run.lease_owner not in (None, self.driver.owner) and run.lease_expires >= now
+                    and not owner_is_dead(run.lease_owner)):
+                return  # another worker took it since it was listed: no claim to lose
+            self.tools.load_for_run(run)
+            # through the driver's task registry: a run this process already drives (a
+            # child it started, a parent it woke) is joined, never driven twice at once
+            await self.driver.spawn(run_id)
+        except MissingTools:
+            skipped[run_id] = time.monotonic() + retry_after
+        except (RunBusy, UnknownRun):
+            pass
+
+
+__all__ = ["Worker"]
