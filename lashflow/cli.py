@@ -276,6 +276,7 @@ def check(
     async def catalog() -> Any:
         """The tools the file links against: its ``.py`` beside it and ``--tools``, loaded
         into a registry of their own (no database is opened to check a file)."""
+        from .lang.catalog import Catalog
         from .tools import ToolRegistry, load_tool_modules, tools_in_module
 
         read_source(file)
@@ -283,7 +284,7 @@ def check(
         registry = ToolRegistry()
         for module in load_tool_modules([*tools, *([str(beside)] if beside.exists() else [])]):
             registry.add(*tools_in_module(module))
-        return registry.catalog()
+        return Catalog.of(registry.definitions())
 
     cat = run_async(catalog, as_json)
     assert text is not None

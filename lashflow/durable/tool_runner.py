@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import LashflowError
 from ..interp.effects import ToolCall as ToolCallEffect
+from ..lang.catalog import Catalog
 from ..store import AttemptRecord, StepRecord, Store
 from ..tools import (
     CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,
@@ -207,8 +208,8 @@ class ToolRunner:
                 self.load(str(beside))
         return source
 
-    def catalog(self) -> Any:
-        return self.registry.catalog()
+    def catalog(self) -> Catalog:
+        return Catalog.of(self.registry.definitions())
 
     def _resources(self) -> dict[str, str]:
         """Resource type name -> tool module, rebuilt only when tools were added (it is

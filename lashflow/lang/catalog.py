@@ -1,14 +1,14 @@
 """The tool catalog the linker checks host calls against.
 
 It is plain data (module path -> operation name -> JSON schemas) so the language knows
-nothing about how tools are implemented; ``lashflow.tools.ToolRegistry.catalog()``
-produces one from the registered tools.
+nothing about how tools are implemented; ``Catalog.of(registry.definitions())`` builds
+one from the tool layer's definitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,16 @@ class Catalog:
 
     def operation(self, module: str, name: str) -> Operation | None:
         return self.modules.get(module, {}).get(name)
+
+    @classmethod
+    def of(cls, definitions: Iterable[Any]) -> "Catalog":
+        """From tool definitions: anything with ``module``, ``name``, ``input_schema``,
+        ``output_schema`` and ``description`` (the tool layer's ``ToolDefinition``)."""
+        catalog = cls()
+        for d in definitions:
+            catalog.add(d.module, Operation(d.name, d.input_schema, d.output_schema,
+                                            d.description))
+        return catalog
 
     @classmethod
     def permissive(cls, names: dict[str, list[str]]) -> "Catalog":

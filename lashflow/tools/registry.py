@@ -1,4 +1,4 @@
-"""The tool registry: every registered tool by (module, name), and the linker's catalog."""
+"""The tool registry: every registered tool by (module, name)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,11 @@ import logging
 import types
 from dataclasses import replace
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lashflow.errors import LashflowError
 from lashflow.tools.decorator import FunctionTool
 from lashflow.tools.definition import RegisteredTool, ToolDefinition
-
-if TYPE_CHECKING:
-    from lashflow.lang.catalog import Catalog
 
 __all__ = ["ToolRegistry", "tools_in_module"]
 
@@ -112,16 +109,6 @@ class ToolRegistry:
 
     def definitions(self) -> list[ToolDefinition]:
         return [entry.definition for entry in self._tools.values()]
-
-    def catalog(self) -> "Catalog":
-        """Module path -> operations, for the linker (``lashflow check``)."""
-        from lashflow.lang.catalog import Catalog, Operation  # only the linker needs it
-
-        catalog = Catalog()
-        for entry in self._tools.values():
-            d = entry.definition
-            catalog.add(d.module, Operation(d.name, d.input_schema, d.output_schema, d.description))
-        return catalog
 
     async def cancel_external(self, module: str, name: str, key: str) -> bool:
         """Call the tool's ``cancel_external(key)`` hook; False when it has none.

@@ -6,6 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from lashflow.errors import LashflowError, UsageError
+from lashflow.lang.catalog import Catalog
 from lashflow.testing import run_tool
 from lashflow.tools import (
     FunctionTool, RetryPolicy, ToolCall, ToolDefinition, ToolRegistry, ToolResult, load_tool_modules, tool,
@@ -154,7 +155,7 @@ async def test_registry_objects_providers_and_catalog():
     assert registry.get("tools", "count").definition.id == "counter-id"
     assert await registry.get("prov", "two").execute(ToolCall({"x": 1}, "two", "prov")) == ToolResult.ok(
         "prov.two:{'x': 1}")
-    catalog = registry.catalog()
+    catalog = Catalog.of(registry.definitions())
     assert set(catalog.modules) == {"tools", "billing", "prov"}
     op = catalog.operation("tools", "quote")
     assert op is not None and op.description == "Price an order." and op.input_schema == quote.definition.input_schema

@@ -1,0 +1,152 @@
+"""The layering holds: no import cycle anywhere in the package (type-only and
+function-local imports included), and the interpreter stays pure."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import lashflow
+
+PACKAGE = Path(lashflow.__file__).resolve().parent
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, modules: frozenset[str] = frozenset()) -> set[str]:
+    """Every module this file imports, wherever the import statement stands.
+    ``from pkg import mod`` counts as importing ``pkg.mod`` (not ``pkg``) when ``mod`` is
+    one of ``modules``: the package is only the way there."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = {f"{target}.{alias.name}" for alias in node.names}
+            submodules = names & modules
+            found.update(submodules)
+            if submodules != names:  # something other than a submodule comes from target
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    names = frozenset(modules)
+    return {name: {m for m in imports_of(path, names) if m in modules and m != name}
+            for name, path in modules.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for succ in edges[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        for succ in edges.get(node, ()):
+            if succ not in seen:
+                seen.add(succ)
+                todo.append(succ)
+    return seen
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_interpreter_imports_neither_asyncio_nor_the_store_nor_the_durable_layer() -> None:
+    edges = graph()
+    interp = [name for name in edges if name.startswith("lashflow.interp")]
+    assert interp
+    for name in interp:
+        path = PACKAGE.parent / Path(*name.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        direct = imports_of(path, frozenset(edges))
+        assert "asyncio" not in direct, name
+        inside = reachable(edges, name) | {name}
+        assert not any(m.startswith(("lashflow.store", "lashflow.durable", "lashflow.tools",
+                                     "lashflow.cli")) for m in inside), (name, sorted(inside))
+    # and at run time: importing the interpreter loads no asyncio and no store
+    code = ("import sys; import lashflow.interp.vm, lashflow.interp.compiler; "
+            "bad = [m for m in sys.modules if m == 'asyncio' or m.startswith(('lashflow.store', "
+            "'lashflow.durable', 'aiosqlite', 'asyncpg'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    edges = graph()
+    order = ["lashflow.lang", "lashflow.interp", "lashflow.tools", "lashflow.store",
+             "lashflow.durable", "lashflow.cli"]
+    allowed = {  # the layers each may reach (lang and interp are pure; tools and store
+        # know nothing of the language; the durable layer wires them all)
+        "lashflow.lang": set(),
+        "lashflow.interp": {"lashflow.lang"},
+        "lashflow.tools": set(),
+        "lashflow.store": set(),
+        "lashflow.durable": {"lashflow.lang", "lashflow.interp", "lashflow.tools",
+                             "lashflow.store"},
+    }
+    for name, targets in edges.items():
+        layer = next((lay for lay in order if name == lay or name.startswith(lay + ".")), None)
+        if layer is None or layer not in allowed:
+            continue
+        for target in targets:
+            other = next((lay for lay in order if target == lay or target.startswith(lay + ".")),
+                         None)
+            if other is not None and other != layer:
+                assert other in allowed[layer], f"{name} imports {target}"
