@@ -20,10 +20,11 @@ from . import __version__
 from .cli_drive import LiveStatus, settle
 from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
                          run_info, step_json)
-from .cli_support import (EXIT_BY_STATUS, RUN_STATUSES, LashflowGroup, caret_text, dumps,
+from .cli_support import (EXIT_BY_STATUS, LashflowGroup, caret_text, dumps,
                           engine, fail, parse_json_option, read_source, run_async,
                           source_or_none, stderr, stdout)
 from .errors import LashflowError, UsageError
+from .states import RUN_STATUSES
 
 app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
                   pretty_exceptions_enable=False, rich_markup_mode=None,

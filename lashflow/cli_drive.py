@@ -14,11 +14,11 @@ import time
 from typing import Any
 
 from .cli_render import is_terminal, seconds, wait_what, when
-from .errors import LashflowError
+from .errors import RunBusy
+from .states import STOPPED
 
 POLL = 0.25            # seconds between looks at the run row while following
 FOLLOW_RESUME = 2.0    # a follower re-drives this often: resolutions stored without --resume
-SETTLED = ("finished", "failed", "cancelled", "needs_attention")
 
 
 class LiveStatus:
@@ -121,9 +121,7 @@ async def _resume(engine: Any, run_id: str) -> Any:
     """Resume, tolerating another worker holding the run (then report what it shows)."""
     try:
         return await engine.resume(run_id)
-    except LashflowError as exc:
-        if exc.code != "run_busy":
-            raise
+    except RunBusy:
         return await engine.get(run_id)
 
 
@@ -156,7 +154,7 @@ async def settle(engine: Any, outcome: Any, max_wait: float, follow: bool,
             live.set_phase(f"{outcome.status.value} in another worker")
         await asyncio.sleep(POLL)
         record = await engine.get_record(run_id)
-        if record.status in SETTLED:
+        if record.status in STOPPED:
             return await engine.get(run_id)
         changed = seen is not None and record.updated_at != seen
         seen = record.updated_at

@@ -27,8 +27,6 @@ EXIT_BY_STATUS = {"finished": 0, "failed": 1, "waiting": 3, "cancelled": 4, "nee
 EXIT_REJECTED = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in lashflow, not a mistake of the user
 EXIT_INTERRUPTED = 130
-RUN_STATUSES = ("queued", "running", "waiting", "finished", "failed", "cancelled",
-                "needs_attention")
 
 
 def stdout(text: str = "") -> None:

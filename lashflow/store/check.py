@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import LashflowError
+from ..states import FINAL_ATTEMPT_STATUSES, STEP_STATUSES
 from .base import AttemptRecord, RunRecord, StepRecord, Store
 
 __all__ = ["Problem", "check_run", "check_store"]
 
-STEP_STATUSES = frozenset({"done", "pending", "started"})
 FINAL_TOOL_STATUSES = frozenset({"ok", "err", "failed", "exhausted", "cancelled"})
-FINAL_ATTEMPT_STATUSES = frozenset({"ok", "err", "cancelled", "exhausted"})
 RETRIED_ATTEMPT_STATUSES = frozenset({"failed", "interrupted"})
 CLOCK_SLACK = 1.0  # seconds: steps and runs are stamped by the same clock, different calls
 
