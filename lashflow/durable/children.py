@@ -4,6 +4,7 @@ replay of the parent finds the same child."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -43,18 +44,26 @@ class Children:
         return "run_" + hashlib.sha256(f"{parent_run_id}/{step}".encode()).hexdigest()[:24]
 
     async def create(self, parent: RunRecord, source_hash: str, child_id: str, process: str,
-                     args: dict[str, Any]) -> None:
+                     args: dict[str, Any], depth: int) -> None:
         now = self.clock.now()
+        meta = {key: value for key, value in parent.meta.items() if key != "note"}
+        meta["depth"] = depth
         await self.store.create_run(RunRecord(
             run_id=child_id, source_hash=source_hash, process=process, input=args,
             input_hash=digest({"process": process, "input": args}), status="queued",
-            parent_run_id=parent.run_id, created_at=now, updated_at=now, meta=parent.meta))
+            parent_run_id=parent.run_id, created_at=now, updated_at=now, meta=meta))
 
     def spawn(self, child_id: str) -> None:
         if not self.driver.is_driving(child_id):
             self.driver.spawn(child_id)
 
-    async def join(self, child_id: str) -> tuple[Any, list[Wait]]:
+    async def join_all(self, child_ids: list[str]) -> list[tuple[Any, list[Wait]]]:
+        if not child_ids:
+            return []
+        async with self.driver.slot_lent():  # only waiting: the children may use the slot
+            return list(await asyncio.gather(*(self._join(c) for c in child_ids)))
+
+    async def _join(self, child_id: str) -> tuple[Any, list[Wait]]:
         try:
             outcome = await self.driver.join(child_id)
         except RunBusy:

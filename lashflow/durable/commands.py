@@ -57,13 +57,14 @@ class Commands:
             return RunStatus(run.status)
         await self.store.request_cancel(run_id)
         active = self.driver.active(run_id)
-        if active is not None:
+        if active is not None:  # driven here right now: it stops at its next effect
             active.flags.request_cancel()
             return RunStatus.RUNNING
         if run.status in ("waiting", "queued", "needs_attention"):
+            # settle it now; a drive about to start here reads the request when it claims
             self.tools.load_for_run(run)
             try:
-                return (await self.driver.drive(run_id)).status
+                return (await self.driver.join(run_id)).status
             except RunBusy:
                 pass
         return RunStatus((await self.reads.require(run_id)).status)

@@ -10,10 +10,12 @@ and ``join`` go through one registry) and by at most one process anywhere (the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AsyncIterator
 
 from ..errors import DbError, Fenced, JournalCorrupt, LashflowError, LimitExceeded, MissingTools, RunBusy
 from ..interp import effects as fx
@@ -38,6 +40,9 @@ from .tool_runner import ToolRunner
 log = logging.getLogger("lashflow.engine")
 
 
+DRAIN_GRACE = 10.0  # seconds a closing engine waits for drives to reach an effect boundary
+
+
 @dataclass(slots=True)
 class Drive:
     """One drive of one run: the lease generation it holds and what it runs."""
@@ -46,6 +51,47 @@ class Drive:
     generation: int
     compiled: Compiled
     flags: DriveFlags = field(default_factory=DriveFlags)
+
+
+class Slot:
+    """A drive's place among the ``concurrency`` drives of this process. A drive that
+    only waits for its children lends its slot to them (else parents that fill every
+    slot would wait forever for children that cannot start)."""
+
+    __slots__ = ("_semaphore", "_held")
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self._semaphore = semaphore
+        self._held = False
+
+    async def __aenter__(self) -> "Slot":
+        await self._semaphore.acquire()
+        self._held = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._semaphore.release()
+
+    @contextlib.asynccontextmanager
+    async def lent(self) -> AsyncIterator[None]:
+        """Give the slot up for the block, take one again after it (if cancelled while
+        taking it back, the drive simply ends without one)."""
+        self.release()
+        try:
+            yield
+        finally:
+            await self._semaphore.acquire()
+            self._held = True
+
+
+# The slot of the drive the current task runs (each drive is a task of its own).
+_CURRENT_SLOT: contextvars.ContextVar[Slot | None] = contextvars.ContextVar(
+    "lashflow_drive_slot", default=None)
 
 
 class Driver:
@@ -79,7 +125,7 @@ class Driver:
             if fresh is not None:
                 task = loop.create_task(self._drive_fresh(*fresh))
             else:
-                task = loop.create_task(self.drive(run_id, **options))
+                task = loop.create_task(self._drive(run_id, **options))
             self._tasks[run_id] = task
             writer = self.store.register_writer()  # counts from now: see Store.register_writer
             task.add_done_callback(lambda done: self._forget(run_id, done, writer))
@@ -102,11 +148,19 @@ class Driver:
         return self._active.get(run_id)
 
     async def join(self, run_id: str, **options: Any) -> RunOutcome:
-        """Wait for the drive under way here, or drive the run now."""
-        task = self._tasks.get(run_id)
-        if task is not None and not task.done():
-            return await asyncio.shield(task)
-        return await self.drive(run_id, **options)
+        """Wait for the drive under way here, or drive the run now (through the task
+        registry either way: one run is never driven twice at once in one process)."""
+        return await asyncio.shield(self.spawn(run_id, **options))
+
+    @contextlib.asynccontextmanager
+    async def slot_lent(self) -> AsyncIterator[None]:
+        """While the current drive only waits for other runs, its slot is theirs."""
+        slot = _CURRENT_SLOT.get()
+        if slot is None:
+            yield
+            return
+        async with slot.lent():
+            yield
 
     def follow_up(self, task: asyncio.Task[RunOutcome]) -> None:
         """A drive started because of another (a parent woken by its child): callers
@@ -121,13 +175,18 @@ class Driver:
             except RunBusy:
                 pass
 
-    async def close(self) -> None:
-        self._cancels.stop()
+    async def close(self, grace: float = DRAIN_GRACE) -> None:
+        """Stop every drive at its next effect boundary (it goes back to the queue, or
+        stays parked), waiting up to ``grace`` seconds; cancel what is still running then
+        (its lease dies with this process, and ``recover`` takes it over)."""
         tasks = [t for t in self._tasks.values() if not t.done()]
-        for task in tasks:
-            task.cancel()
         if tasks:
+            self.begin_drain()
+            await asyncio.wait(tasks, timeout=grace)
+            for task in tasks:
+                task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._cancels.stop()
 
     # -- draining (a worker stopping) -------------------------------------------------------
     def begin_drain(self) -> None:
@@ -141,14 +200,16 @@ class Driver:
         self._draining = False
 
     # -- driving ---------------------------------------------------------------------------
-    async def drive(self, run_id: str, *, source: str | os.PathLike[str] | None = None,
-                    retry_interrupted: bool = False) -> RunOutcome:
-        async with self._slots:
+    async def _drive(self, run_id: str, *, source: str | os.PathLike[str] | None = None,
+                     retry_interrupted: bool = False) -> RunOutcome:
+        async with Slot(self._slots) as slot:
+            _CURRENT_SLOT.set(slot)
             return await self._claim_and_drive(run_id, source, retry_interrupted)
 
     async def _drive_fresh(self, run: RunRecord, compiled: Compiled) -> RunOutcome:
         """A run this engine just created under its own lease: nothing to read first."""
-        async with self._slots:
+        async with Slot(self._slots) as slot:
+            _CURRENT_SLOT.set(slot)
             return await self._drive_claimed(Drive(run, run.generation, compiled), fresh=True)
 
     async def _claim_and_drive(self, run_id: str, source: Any,

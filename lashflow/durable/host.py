@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from ..errors import LimitExceeded
+from ..errors import LashflowError, LimitExceeded
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
@@ -41,6 +41,10 @@ class DurableHost:
         self.limits = limits
         self.prints: list[str] = []
         self.effects = 0
+        # The runs this run started: the only ones it may await, cancel or signal. A
+        # handle is a plain record, so one naming any other run is refused, never used.
+        self.children_started = {step.outcome["id"] for step in journal.steps.values()
+                                 if step.kind == "start" and isinstance(step.outcome, dict)}
         if flags.cancel_requested:
             flags.cancel_signal.set()
 
@@ -137,39 +141,69 @@ class DurableHost:
             self._check_replay(record, "start", effect.process, request)
             child_id = record.outcome["id"]
         else:
+            depth = self.run.meta.get("depth", 0) + 1
+            if depth > self.limits.max_child_depth:
+                raise LimitExceeded(f"more than {self.limits.max_child_depth} runs nested by "
+                                    "`start` (a process that starts itself?)")
             child_id = self.children.child_id(self.run_id, effect.step)
-            await self.children.create(self.run, self.source_hash, child_id, effect.process, args)
+            await self.children.create(self.run, self.source_hash, child_id, effect.process,
+                                       args, depth)
             record = self.journal.new_step(effect.step, "start", effect.process, request, "done",
                                            {"__handle__": "process", "id": child_id})
             await self.journal.commit([record])
+        self.children_started.add(child_id)
         self.children.spawn(child_id)
         return {"__handle__": "process", "id": child_id}
 
-    async def _await(self, effect: fx.AwaitHandle) -> Any:
-        record = self.journal.get(effect.step)
-        handle = effect.handle
-        child_id = handle.get("id") if isinstance(handle, dict) else None
-        if record is not None and record.status == "done":
-            self._check_replay(record, "await", None, {"handle": child_id})
-            return from_json(record.outcome)
-        if not isinstance(child_id, str):
-            answer = {"ok": False, "error": "expected handle record"}
-        else:
-            answer, child_waits = await self.children.join(child_id)
+    def _own_child(self, handle: Any, action: str, span: Any) -> str | None:
+        """The child run a handle names; ``None`` for a value that is no handle at all.
+        A handle of a run this run did not start is refused without naming that run."""
+        if not (isinstance(handle, dict) and ("__handle__" in handle or "handle" in handle)):
+            return None
+        child_id = handle.get("id")
+        if not isinstance(child_id, str) or child_id not in self.children_started:
+            raise LashRuntimeError("ValueError", f"{action} failed: not a handle of a run this "
+                                   "process started", span)
+        return child_id
+
+    async def _await_handles(self, effect: fx.AwaitHandles) -> list[Any]:
+        """Join every handle leaf at once; record those settled, park on the others."""
+        answers: list[Any] = [None] * len(effect.awaits)
+        joins: list[tuple[int, fx.AwaitHandle, str]] = []
+        done = []
+        for index, one in enumerate(effect.awaits):
+            record = self.journal.get(one.step)
+            child_id = self._own_child(one.handle, "await", one.span)
+            if record is not None and record.status == "done":
+                self._check_replay(record, "await", None, {"handle": child_id})
+                answers[index] = record.outcome
+            elif child_id is None:  # awaiting a plain value: the language's answer
+                answers[index] = {"ok": False, "error": "expected handle record"}
+                done.append(self.journal.new_step(one.step, "await", None, {"handle": None},
+                                                  "done", answers[index]))
+            else:
+                joins.append((index, one, child_id))
+        joined = await self.children.join_all([child_id for _, _, child_id in joins])
+        waits: list[Wait] = []
+        for (index, one, child_id), (answer, child_waits) in zip(joins, joined):
             if answer is None:
-                raise fx.Parked([Wait(kind="child", step=effect.step, child_run_id=child_id,
-                                      resolve=f"lashflow resume {child_id}"), *child_waits])
-        record = self.journal.new_step(effect.step, "await", None, {"handle": child_id}, "done",
-                                       answer)
-        await self.journal.commit([record])
-        return from_json(answer)
+                waits += [Wait(kind="child", step=one.step, child_run_id=child_id,
+                               resolve=f"lashflow resume {child_id}"), *child_waits]
+            else:
+                answers[index] = answer
+                done.append(self.journal.new_step(one.step, "await", None, {"handle": child_id},
+                                                  "done", answer))
+        if done:
+            await self.journal.commit(done)
+        if waits:
+            raise fx.Parked(waits)
+        return [from_json(answer) for answer in answers]
 
     async def _cancel(self, effect: fx.CancelHandle) -> Any:
-        handle = effect.handle
-        child_id = handle.get("id") if isinstance(handle, dict) else None
         if effect.step in self.journal:
             return None
-        if not isinstance(child_id, str):
+        child_id = self._own_child(effect.handle, "cancel", effect.span)
+        if child_id is None:
             raise LashRuntimeError("ValueError", "cancel failed: expected a process handle",
                                    effect.span)
         await self.children.cancel(child_id)
@@ -225,11 +259,14 @@ class DurableHost:
     async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
         if effect.step in self.journal:
             return None
-        handle = effect.handle
-        target = handle.get("id") if isinstance(handle, dict) and "__handle__" in handle else None
-        if not isinstance(target, str):
+        target = self._own_child(effect.handle, "signal_run", effect.span)
+        if target is None:
             raise LashRuntimeError("ValueError", "signal_run expects a process handle", effect.span)
-        await self.children.signal(target, effect.name, to_json(effect.payload))
+        try:
+            await self.children.signal(target, effect.name, to_json(effect.payload))
+        except LashflowError as exc:  # the child has ended, or refuses the signal
+            raise LashRuntimeError("ValueError", f"signal_run failed: {exc.message}",
+                                   effect.span) from None
         await self.journal.commit([self.journal.new_step(effect.step, "signal_run", effect.name,
                                                          {"run": target}, "done", None)])
         return None
@@ -238,7 +275,7 @@ class DurableHost:
 _HANDLERS: dict[type, Callable[[DurableHost, Any], Awaitable[Any]]] = {
     fx.ToolBatch: DurableHost._tool_batch,
     fx.StartProcess: DurableHost._start,
-    fx.AwaitHandle: DurableHost._await,
+    fx.AwaitHandles: DurableHost._await_handles,
     fx.CancelHandle: DurableHost._cancel,
     fx.Observe: DurableHost._observe,
     fx.SleepEffect: DurableHost._sleep,

@@ -16,14 +16,16 @@ class ChildRuns(Protocol):
         """The id of the child a ``start`` at ``step`` creates (the same on every replay)."""
 
     async def create(self, parent: RunRecord, source_hash: str, child_id: str, process: str,
-                     args: dict[str, Any]) -> None:
-        """Store the child run (queued, running ``source_hash``) unless it exists."""
+                     args: dict[str, Any], depth: int) -> None:
+        """Store the child run (queued, running ``source_hash``, ``depth`` runs below the
+        top of its family) unless it exists."""
 
     def spawn(self, child_id: str) -> None:
         """Make sure the child is being driven (here, or later by a worker)."""
 
-    async def join(self, child_id: str) -> tuple[Any, list[Wait]]:
-        """The child's result wrapper once settled, else ``None`` and what it waits on."""
+    async def join_all(self, child_ids: list[str]) -> list[tuple[Any, list[Wait]]]:
+        """For each child at once: its result wrapper once settled, else ``None`` and what
+        it waits on."""
 
     async def cancel(self, run_id: str) -> None: ...
 

@@ -58,6 +58,15 @@ class AwaitHandle:
 
 
 @dataclass(slots=True)
+class AwaitHandles:
+    """The handle leaves an ``await`` joins, all at once (a record or list of handles):
+    the host joins them together, so a run parked on several children says so; answers
+    one result wrapper per leaf, in order."""
+
+    awaits: list[AwaitHandle]
+
+
+@dataclass(slots=True)
 class CancelHandle:
     step: str
     handle: Value
@@ -115,7 +124,7 @@ class Fail:
 
 
 Effect = Union[
-    ToolCall, ToolBatch, StartProcess, AwaitHandle, CancelHandle, Observe, SleepEffect,
+    ToolCall, ToolBatch, StartProcess, AwaitHandles, CancelHandle, Observe, SleepEffect,
     WaitSignalEffect, SignalRunEffect, Finish, Fail,
 ]
 

@@ -523,7 +523,8 @@ def i_await_next(pc: int, span: Any, site: str) -> Instruction:
         join = stack[-1]
         k = len(join.results)
         if k < len(join.leaves):
-            vm.suspend(fx.AwaitHandle(vm.step(site), to_json(join.leaves[k]), span), WRAPPER)
+            vm.suspend(fx.AwaitHandles([fx.AwaitHandle(vm.step(site), to_json(leaf), span)
+                                        for leaf in join.leaves[k:]]), BATCH)
             return collect
         stack[-1] = join.rebuild()
         return after
@@ -534,8 +535,8 @@ def i_await_collect(pc: int, span: Any) -> Instruction:
     back = pc - 1
 
     def await_collect(env: list, stack: list, vm: Any) -> int:
-        answer = stack.pop()
-        stack[-1].results.append(answer)
+        answers = stack.pop()
+        stack[-1].results.extend(answers)
         return back
     return await_collect
 

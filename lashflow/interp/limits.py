@@ -24,6 +24,7 @@ class Limits:
     max_value_bytes: int = 64 * 1024 * 1024  # estimated size of one value
     max_effects: int = 100_000  # effects per run
     max_range_items: int = 1_000_000  # items one `range` call may create
+    max_child_depth: int = 64  # runs nested by `start` (a process that starts itself stops here)
 
 
 class Meter:

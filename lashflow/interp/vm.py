@@ -134,7 +134,10 @@ class Interpreter:
         if self.expect == TERMINAL:
             self.done = True
         else:
-            self.effects += len(effect.calls) if type(effect) is fx.ToolBatch else 1
+            kind = type(effect)
+            self.effects += (len(effect.calls) if kind is fx.ToolBatch  # type: ignore[union-attr]
+                             else len(effect.awaits) if kind is fx.AwaitHandles  # type: ignore[union-attr]
+                             else 1)
             if self.effects > self.limits.max_effects:
                 self.done = True
                 raise LimitExceeded(

@@ -168,7 +168,10 @@ class MemoryHost:
             return self.world.runs.get(handle["id"])
         return None
 
-    async def _AwaitHandle(self, effect: fx.AwaitHandle) -> dict[str, Any]:
+    async def _AwaitHandles(self, effect: fx.AwaitHandles) -> list[dict[str, Any]]:
+        return [await self._await_one(one) for one in effect.awaits]
+
+    async def _await_one(self, effect: fx.AwaitHandle) -> dict[str, Any]:
         child = self._child(effect.handle)
         if child is None or child.task is None:
             return {"ok": False, "error": "expected handle record"}
