@@ -656,6 +656,9 @@ def output(
                     if value.get("traceback"):
                         stdout(str(value["traceback"]).rstrip())
                     return 0
+            elif s.kind in ("print", "yield") and isinstance(value, dict):
+                # a print is its text, byte-exact as for a tool's text; a yield its value
+                value = value.get("text") if s.kind == "print" else value.get("value")
             if as_json:
                 stdout(dumps({"run_id": run_id, "step": s.step_key, "kind": s.kind,
                               "tool": s.tool, "status": s.status, "outcome": value}))

@@ -216,14 +216,14 @@ class Driver:
                                retry_interrupted: bool) -> RunOutcome:
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
-            return self.reads.outcome_of(run)
+            return await self.reads.get(run_id)  # with its prints, as `get` gives them
         generation = await self.store.claim(run_id, self.owner, self.lease_ttl, self.clock.now())
         if generation is None:
             raise RunBusy(f"run {run_id} is being driven by another worker")
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
             await self._release(run, generation)
-            return self.reads.outcome_of(run)
+            return await self.reads.get(run_id)
         if source is not None:
             text = self.tools.read_source(source).text
             compiled = self.programs.compile(text)
@@ -359,7 +359,7 @@ class Driver:
         host.journal.notify_steps(steps)
         run.status, run.result, run.error, run.waiting = (change.status, change.result,
                                                           change.error, change.waiting)
-        outcome = self.reads.outcome_of(run, prints=host.prints)
+        outcome = self.reads.outcome_of(run, prints=host.prints.texts(run.run_id))
         if change.status in SETTLED and run.parent_run_id:
             assert self.family is not None
             await self.family.wake_parent(run.parent_run_id)
@@ -377,16 +377,18 @@ class Driver:
 
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
         await host.journal.flush_held()
-        await self.tools.cancel_pending(drive.run.run_id)
+        steps, attempts = await self.tools.cancel_pending(host.journal)
         change = RunChange("cancelled", error={"code": "cancelled",
                                                "message": "lashlang process was cancelled"},
                            release_lease=True, updated_at=self.clock.now())
-        await self.store.commit(Commit(drive.run.run_id, drive.generation, run=change))
+        await self.store.commit(Commit(drive.run.run_id, drive.generation, steps, attempts,
+                                       run=change))
+        host.journal.notify_steps(steps)
         drive.run.status, drive.run.error, drive.run.waiting = "cancelled", change.error, []
         if drive.run.parent_run_id:
             assert self.family is not None
             await self.family.wake_parent(drive.run.parent_run_id)
-        return self.reads.outcome_of(drive.run, prints=host.prints)
+        return self.reads.outcome_of(drive.run, prints=host.prints.texts(drive.run.run_id))
 
 
 def _error_json(error: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from .canonical import diff_paths, digest
 from .endings import Drained, ReplayMismatch, RunCancelled
 from .journal import DriveFlags, RunJournal
 from .outcome import Wait
+from .prints import Prints
 from .ports import ChildRuns
 from .tool_runner import PARKED, ToolRunner
 
@@ -39,7 +40,7 @@ class DurableHost:
         self.children = children
         self.flags = flags
         self.limits = limits
-        self.prints: list[str] = []
+        self.prints = Prints(tools.project)
         self.effects = 0
         # The runs this run started: the only ones it may await, cancel or signal. A
         # handle is a plain record, so one naming any other run is refused, never used.
@@ -53,21 +54,21 @@ class DurableHost:
         args_hash = digest(args) if args is not None else None
         if record.kind == kind and record.tool == tool and record.args_hash == args_hash:
             return
-        parts = []
-        if record.kind != kind:
-            parts.append(f"kind {record.kind} -> {kind}")
-        if record.tool != tool:
-            parts.append(f"tool {record.tool} -> {tool}")
+        recorded = f"{record.kind} {record.tool or ''}".rstrip()
+        asked = f"{kind} {tool or ''}".rstrip()
         paths: list[str] = []
         if record.args_hash != args_hash:
             old = record.detail.get("args")
             paths = diff_paths(old, args) if old is not None and args is not None else ["$"]
-            parts.append("arguments differ at " + ", ".join(paths))
-        raise ReplayMismatch(
-            f"replay mismatch at step {record.step_key}: the journal recorded "
-            f"{record.kind} {record.tool or ''}".rstrip() + f" but the code now asks "
-            f"{kind} {tool or ''}".rstrip() + f" ({'; '.join(parts)})",
-            step=record.step_key, paths=paths)
+        where = f"replay mismatch at step {record.step_key}: "
+        if recorded == asked:  # only the arguments changed: say where
+            message = (f"{where}the journal recorded {recorded} with other arguments than the "
+                       f"code now gives (they differ at {', '.join(paths)})")
+        else:
+            message = f"{where}the journal recorded {recorded} but the code now asks {asked}"
+            if paths:
+                message += f", with other arguments too (at {', '.join(paths)})"
+        raise ReplayMismatch(message, step=record.step_key, paths=paths)
 
     def _check_cancel(self) -> None:
         flags = self.flags
@@ -214,7 +215,7 @@ class DurableHost:
     # -- observations ----------------------------------------------------------------------
     async def _observe(self, effect: fx.Observe) -> Any:
         if effect.kind == "print":
-            self.prints.append(effect.text)
+            self.prints.add(effect.text)
         if effect.step in self.journal:
             return None
         record = self.journal.new_step(effect.step, effect.kind, None, None, "done",

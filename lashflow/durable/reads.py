@@ -9,6 +9,7 @@ from ..errors import JournalCorrupt, UnknownRun
 from ..states import RunStatus
 from ..store import RunRecord, StepRecord, Store
 from .journal import check_journal
+from .prints import Prints
 from .outcome import AttemptView, RunError, RunOutcome, StepView, Wait
 from .tool_runner import ToolRunner
 
@@ -30,7 +31,7 @@ class Reads:
             result=run.result if run.status == "finished" else None,
             error=RunError.from_json(run.error),
             waiting=[Wait.from_json(w) for w in run.waiting] if run.status == "waiting" else [],
-            prints=[self.tools.project(p) for p in prints] if prints else [])
+            prints=list(prints or ()))
 
     async def get(self, run_id: str) -> RunOutcome:
         run = await self.require(run_id)
@@ -40,7 +41,7 @@ class Reads:
         except JournalCorrupt:
             steps = []  # the run's own row still reads; steps() reports the corruption
         prints = [s.outcome["text"] for s in steps if s.kind == "print" and s.outcome]
-        return self.outcome_of(run, prints=prints)
+        return self.outcome_of(run, prints=Prints.of(prints, self.tools.project).texts(run_id))
 
     async def list(self, status: str | None = None) -> list[RunOutcome]:
         return [self.outcome_of(r) for r in await self.store.list_runs(status)]
@@ -64,7 +65,8 @@ class Reads:
             return None
         if step.kind == "tool":
             if outcome.get("status") == "ok":
-                return self.tools.project(outcome.get("value"))
+                return self.tools.project(outcome.get("value"), tool=step.tool,
+                                          run_id=step.run_id, step_key=step.step_key)
             return outcome.get("message") or outcome.get("status")
         if step.kind in ("print", "yield", "wake"):
             return self.tools.project(outcome.get("text", ""))

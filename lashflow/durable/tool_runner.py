@@ -24,6 +24,7 @@ from ..tools import (
     load_tool_modules, outcome_for_resolution, runtime_plugin_stack, tools_in_module,
 )
 from ..tools.attempts import CancelSignal
+from ..tools.budget import hint_for
 from ..tools.clock import Clock
 from .canonical import canonical_json
 from .endings import FailTurn, NeedsAttention
@@ -254,10 +255,21 @@ class ToolRunner:
                     args[param.name] = Resource(param.type.name, value)
         return args
 
-    def project(self, value: Any) -> str:
-        """``value`` through the output budget, as the run history shows it."""
+    def project(self, value: Any, *, tool: str | None = None, run_id: str | None = None,
+                step_key: str | None = None) -> str:
+        """``value`` through the output budget, as the run history shows it: a tool
+        registered with ``output_tail`` keeps its tail here too, and the hint names the
+        real ``lashflow output`` command when the step is known."""
         assert self.dispatcher is not None
-        return self.dispatcher.projector.project(value)
+        tail = False
+        if tool is not None and "." in tool:
+            module, _, name = tool.rpartition(".")
+            if (module, name) in self.registry:
+                tail = self.registry.get(module, name).definition.output_tail
+        if run_id is not None and step_key is not None:
+            return self.dispatcher.projector.project(value, tail=tail,
+                                                     hint=hint_for(run_id, step_key))
+        return self.dispatcher.projector.project(value, tail=tail)
 
     # -- running calls -------------------------------------------------------------------
     async def run_calls(self, journal: RunJournal, cancel: CancelSignal, retry_interrupted: bool,
@@ -373,10 +385,28 @@ class ToolRunner:
         assert self.book is not None
         return self.book.key_for(run_id, step_key)
 
-    async def cancel_pending(self, run_id: str) -> None:
-        """A cancelled run: every open wait follows its ``on_cancel``."""
+    async def cancel_pending(self, journal: RunJournal) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        """A cancelled run: every open wait follows its ``on_cancel``, and each pending
+        tool step is closed with the outcome that won its key (the cancel, or a
+        resolution that came first), so the journal never leaves it ``pending``.
+        Returns the step and attempt records for the run's final commit."""
         assert self.book is not None
-        await self.book.cancel_run(run_id)
+        resolutions = await self.book.cancel_run(journal.run_id)
+        steps: list[StepRecord] = []
+        attempts: list[AttemptRecord] = []
+        for record in list(journal.steps.values()):
+            if record.kind != "tool" or record.status != "pending" or not isinstance(record.outcome, dict):
+                continue
+            resolution = (resolutions.get(record.step_key)
+                          or await self.book.cancel_wait(journal.run_id, record.step_key))
+            if resolution is None:
+                continue
+            final = outcome_for_resolution(ToolOutcome.from_json(record.outcome), resolution)
+            steps.append(journal.touch(record, "done", final.to_json()))
+            attempts.append(AttemptRecord(journal.run_id, record.step_key, final.attempts,
+                                          final.status.value, final.code, final.message or None,
+                                          {}, final.started_at, final.finished_at))
+        return steps, attempts
 
 
 __all__ = ["PARKED", "RunAttemptJournal", "StoreCompletionStorage", "ToolRunner"]

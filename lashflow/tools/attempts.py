@@ -383,8 +383,8 @@ async def run_attempts(
         else:  # a zero delay does not sleep
             cancelled_in_delay = env.cancel is not None and env.cancel.is_set()
         if cancelled_in_delay:
-            cancelled = outcome.with_(status=OutcomeStatus.CANCELLED, code="cancelled", message=CANCELLED_MESSAGE,
-                                      value=None, retry_after=None, finished_at=clock.now())
-            await journal.attempt_finished(env.step_key, attempt, cancelled)
-            return cancelled
+            # The failed attempt is already journaled as failed; no attempt runs after it,
+            # so the cancel is the step's outcome, not a second record of that attempt.
+            return outcome.with_(status=OutcomeStatus.CANCELLED, code="cancelled", message=CANCELLED_MESSAGE,
+                                 value=None, retry_after=None, finished_at=clock.now())
         attempt += 1

@@ -150,8 +150,10 @@ async def test_cancel_during_retry_delay_ends_at_once():
     cancel.set()
     outcome = await asyncio.wait_for(task, 5)  # no clock advance needed
     assert outcome.status == "cancelled" and outcome.message == "tool call cancelled" and outcome.attempts == 1
+    # attempt 1 stays recorded as failed; the cancel ends the step, it is not a second
+    # record of attempt 1 (nor an attempt 2 that never ran)
     entries = journal.attempts("s")
-    assert len(entries) == 1 and entries[0].outcome.status == "cancelled" and entries[0].outcome.final
+    assert [(e.attempt, e.outcome.status.value) for e in entries] == [(1, "failed")]
 
 
 async def test_context_facts_and_durable_start_for_non_idempotent():

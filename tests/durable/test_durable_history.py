@@ -1,0 +1,133 @@
+"""What a run's history tells: budgeted outputs keep a tail tool's tail, prints survive a
+re-run, a cancelled run closes its pending steps, a cancel in a retry delay records no
+second attempt, a print's output is its text, a replay mismatch says what differs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from lashflow import (
+    Engine, PendingCompletion, RetryPolicy, RunStatus, ToolCall, ToolResult, tool,
+)
+from lashflow.cli import app
+from lashflow.durable.prints import KEPT_CHARS
+from lashflow.testing import FakeClock
+
+
+@tool(output_tail=True)
+async def log_tail() -> str:
+    return "\n".join(f"line {i}" for i in range(20_000)) + "\nTHE END"
+
+
+@tool
+async def park(call: ToolCall) -> ToolResult:
+    await call.context.completion_key()
+    return ToolResult.pending(PendingCompletion())
+
+
+@tool(retry=RetryPolicy.safe(max_attempts=3, base_delay=30.0))
+async def flaky() -> ToolResult:
+    return ToolResult.retryable_failure("down")
+
+
+@tool
+async def echo(text: str) -> str:
+    return text
+
+
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'history.db'}"
+
+
+async def test_history_keeps_the_tail_of_a_tail_tool(tmp_path: Path) -> None:
+    async with Engine(db=db(tmp_path), tools=[log_tail]) as engine:
+        outcome = await engine.run("x = await tools.log_tail({})?\nfinish 1")
+        [step] = await engine.steps(outcome.run_id)
+    assert step.projected is not None and "THE END" in step.projected
+    assert "line 0\n" not in step.projected
+    assert f"lashflow output {outcome.run_id} {step.step_key}" in step.projected
+
+
+async def test_a_re_run_of_the_same_id_gives_back_its_prints(tmp_path: Path) -> None:
+    source = 'print("hello")\nprint("world")\nfinish 1'
+    async with Engine(db=db(tmp_path)) as engine:
+        first = await engine.run(source, run_id="r1")
+        again = await engine.run(source, run_id="r1")
+        got = await engine.get("r1")
+    assert first.prints == again.prints == got.prints == ["hello", "world"]
+
+
+async def test_prints_kept_in_an_outcome_are_bounded(tmp_path: Path) -> None:
+    # 2**15 characters a print: 100 of them are three times what an outcome keeps
+    assert 100 * 2**15 > 3 * KEPT_CHARS
+    source = ('s = "x"\nfor i in range(15) { s = s + s }\n'
+              'for i in range(100) { print(s) }\nfinish 1')
+    async with Engine(db=db(tmp_path)) as engine:
+        outcome = await engine.run(source, run_id="loud")
+        got = await engine.get("loud")
+        steps = await engine.steps("loud")
+    assert sum(1 for s in steps if s.kind == "print") == 100  # the journal keeps them all
+    for prints in (outcome.prints, got.prints):
+        assert sum(len(p) for p in prints) <= KEPT_CHARS + 200
+        assert prints[-1].startswith("(") and "more prints are in the journal" in prints[-1]
+    assert outcome.prints == got.prints
+
+
+async def test_a_cancelled_run_closes_its_pending_tool_step(tmp_path: Path) -> None:
+    async with Engine(db=db(tmp_path), tools=[park]) as engine:
+        parked = await engine.run("x = await tools.park({})\nfinish x")
+        assert parked.status is RunStatus.WAITING
+        assert await engine.cancel(parked.run_id) is RunStatus.CANCELLED
+        [step] = await engine.steps(parked.run_id)
+    assert step.status == "done"
+    assert step.outcome["status"] == "cancelled"
+    assert [(a.attempt, a.status) for a in step.attempts] == [(1, "cancelled")]
+
+
+async def test_a_cancel_in_a_retry_delay_records_the_attempt_once(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Engine(db=db(tmp_path), tools=[flaky], clock=clock) as engine:
+        handle = await engine.start("x = await tools.flaky({})\nfinish x")
+        await clock.wait_for_sleepers(1)  # attempt 1 failed; the retry delay has begun
+        await engine.cancel(handle.run_id)
+        outcome = await asyncio.wait_for(handle.result(), 10)
+        [step] = await engine.steps(handle.run_id)
+    assert outcome.status is RunStatus.CANCELLED
+    assert [(a.attempt, a.status) for a in step.attempts] == [(1, "failed")]
+    assert step.outcome["status"] == "cancelled"
+
+
+def test_output_of_a_print_step_is_its_text(tmp_path: Path) -> None:
+    url = db(tmp_path)
+
+    async def make() -> str:
+        async with Engine(db=url) as engine:
+            outcome = await engine.run('print("a \\"quoted\\"\\nline")\nfinish 1', run_id="p")
+            assert outcome.status is RunStatus.FINISHED
+            [step] = await engine.steps("p")
+            return step.step_key
+
+    key = asyncio.run(make())
+    result = CliRunner().invoke(app, ["output", "p", key, "--db", url])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == 'a "quoted"\nline\n'
+
+
+async def test_a_replay_mismatch_in_arguments_only_says_so(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with Engine(db=db(tmp_path), tools=[echo], clock=clock) as engine:
+        first = await engine.run('x = await tools.echo({text: "a"})?\nsleep for "1h"\nfinish x')
+        assert first.status is RunStatus.WAITING
+        clock.advance(7200)
+        edited = tmp_path / "edited.lash"
+        edited.write_text('x = await tools.echo({text: "b"})?\nsleep for "1h"\nfinish x')
+        outcome = await engine.resume(first.run_id, source=edited)
+    assert outcome.status is RunStatus.NEEDS_ATTENTION
+    assert outcome.error is not None
+    message = outcome.error.message
+    assert "recorded tool tools.echo with other arguments" in message
+    assert "differ at $.text" in message
+    assert "asks tool tools.echo" not in message
