@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from .cli_render import is_terminal, seconds, wait_what, when
@@ -125,10 +126,61 @@ async def _resume(engine: Any, run_id: str) -> Any:
         return await engine.get(run_id)
 
 
+async def _family(engine: Any, root: Any) -> list[Any]:
+    """The run and every run it waits on through child waits, transitively, each read
+    fresh (a parent's record of its children's waits is as of when it parked)."""
+    members = [root]
+    seen = {root.run_id}
+    index = 0
+    while index < len(members):
+        for wait in members[index].waiting:
+            child = wait.child_run_id if wait.kind == "child" else None
+            if child and child not in seen:
+                seen.add(child)
+                members.append(await engine.get(child))
+        index += 1
+    return members
+
+
+def _family_waits(family: list[Any]) -> list[Any]:
+    """Every wait of every waiting member: the root's own and its child waits, then each
+    descendant's own waits, tagged with the child run they belong to."""
+    root, *descendants = family
+    waits = [w for w in root.waiting if w.kind == "child" or not w.child_run_id]
+    for member in descendants:
+        for wait in member.waiting:
+            if wait.kind != "child" and not wait.child_run_id:
+                wait = replace(wait, child_run_id=member.run_id)
+            if wait.kind != "child" or wait not in waits:
+                waits.append(wait)
+    return waits
+
+
+async def _due_members(engine: Any, family: list[Any]) -> list[str]:
+    """Members this process should drive now, deepest first: queued, due (a timer ran
+    out, something was delivered, a child settled) or orphaned; never one another live
+    worker holds."""
+    now = engine.clock.now()
+    due = []
+    for member in reversed(family):
+        if member.status.value not in ("waiting", "running", "queued"):
+            continue
+        record = await engine.get_record(member.run_id)
+        if record.status == "queued":
+            due.append(record.run_id)
+        elif record.status == "waiting" and record.wake_at is not None and record.wake_at <= now:
+            due.append(record.run_id)
+        elif record.status == "running" and member is not family[0] and (
+                record.lease_owner == engine.owner or (record.lease_expires or 0) <= now):
+            due.append(record.run_id)
+    return due
+
+
 async def settle(engine: Any, outcome: Any, max_wait: float, follow: bool,
                  live: LiveStatus | None = None) -> Any:
-    """Keep driving ``outcome``'s run through sleeps ending within ``max_wait`` seconds
-    and, with ``follow``, through any wait until it is resolved from elsewhere."""
+    """Keep driving ``outcome``'s run, and the child runs it waits on, through sleeps
+    ending within ``max_wait`` seconds and, with ``follow``, through any wait until it is
+    resolved from elsewhere. A run left waiting lists every wait of its family."""
     live = live or LiveStatus(False)
     run_id = outcome.run_id
     seen: float | None = None
@@ -136,20 +188,30 @@ async def settle(engine: Any, outcome: Any, max_wait: float, follow: bool,
     while outcome.status.value in ("waiting", "running"):
         now = engine.clock.now()
         if outcome.status.value == "waiting":
-            sleeps = [w.until for w in outcome.waiting if w.kind == "sleep" and w.until is not None]
-            only_sleeps = bool(sleeps) and all(w.kind == "sleep" for w in outcome.waiting)
+            family = await _family(engine, outcome)
+            due = await _due_members(engine, family)
+            if due:
+                live.set_phase("driving")
+                for member in due:
+                    driven = await _resume(engine, member)
+                    if member == run_id:
+                        outcome = driven
+                if run_id not in due:
+                    outcome = await engine.get(run_id)
+                last_drive, seen = time.monotonic(), None
+                continue
+            waits = _family_waits(family)
+            own = [w for w in waits if w.kind != "child"]
+            sleeps = [w.until for w in own if w.kind == "sleep" and w.until is not None]
+            only_sleeps = bool(sleeps) and len(sleeps) == len(own)
             if only_sleeps and min(sleeps) - now <= max_wait:
                 wake = min(sleeps)
                 live.set_phase(f"sleeping until {when(wake)}", until=wake)
                 await asyncio.sleep(max(0.0, wake - now))
-                live.set_phase("driving")
-                outcome = await _resume(engine, run_id)
-                last_drive, seen = time.monotonic(), None
                 continue
             if not follow:
-                return outcome
-            waits = "; ".join(wait_what(w) for w in outcome.waiting)
-            live.set_phase(f"following: waiting on {waits}")
+                return replace(outcome, waiting=waits)
+            live.set_phase(f"following: waiting on {'; '.join(wait_what(w) for w in own)}")
         else:
             live.set_phase(f"{outcome.status.value} in another worker")
         await asyncio.sleep(POLL)
@@ -158,12 +220,12 @@ async def settle(engine: Any, outcome: Any, max_wait: float, follow: bool,
             return await engine.get(run_id)
         changed = seen is not None and record.updated_at != seen
         seen = record.updated_at
-        due = record.wake_at is not None and record.wake_at <= engine.clock.now()
+        due_now = record.wake_at is not None and record.wake_at <= engine.clock.now()
         if record.status == "running" and record.lease_owner not in (None, engine.owner) and \
                 (record.lease_expires or 0) > engine.clock.now():
             outcome = await engine.get(run_id)
             continue
-        if due or changed or record.status == "queued" or \
+        if due_now or changed or record.status == "queued" or \
                 time.monotonic() - last_drive >= FOLLOW_RESUME:
             live.set_phase("driving")
             outcome = await _resume(engine, run_id)
