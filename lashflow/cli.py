@@ -12,6 +12,7 @@ import asyncio
 import signal as signals
 import time
 from pathlib import Path
+from shlex import quote
 from typing import Any, Optional
 
 import typer
@@ -456,7 +457,7 @@ def _delivered(display: Display, run_id: str, status: str) -> int:
     if display.as_json:
         stdout(dumps({"run_id": run_id, "status": status, "delivered": True}))
     else:
-        hint = f"; continue it with `lashflow resume {run_id}`" if status == "waiting" else ""
+        hint = f"; continue it with `lashflow resume {quote(run_id)}`" if status == "waiting" else ""
         display.line(f"delivered; run {run_id} is {status}{hint}")
     return 0
 
@@ -652,9 +653,10 @@ def output(
                 if value.get("status") == "ok":
                     value = value.get("value")
                 elif not as_json:
-                    stdout(str(value.get("message") or value.get("value") or value.get("status")))
+                    stdout(str(value.get("message") or value.get("value") or value.get("status")),
+                           raw=True)
                     if value.get("traceback"):
-                        stdout(str(value["traceback"]).rstrip())
+                        stdout(str(value["traceback"]).rstrip(), raw=True)
                     return 0
             elif s.kind in ("print", "yield") and isinstance(value, dict):
                 # a print is its text, byte-exact as for a tool's text; a yield its value
@@ -664,7 +666,7 @@ def output(
                               "tool": s.tool, "status": s.status, "outcome": value}))
             else:
                 stdout(value if isinstance(value, str)
-                       else json.dumps(value, indent=2, ensure_ascii=False))
+                       else json.dumps(value, indent=2, ensure_ascii=False), raw=True)
             return 0
         known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
         raise LashflowError(f"run {run_id} has no step {step!r}"

@@ -12,9 +12,10 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from shlex import quote
 from typing import Any, Iterable
 
-from .cli_support import dumps, stderr, stdout
+from .cli_support import dumps, printable, stderr, stdout
 
 STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "magenta", "waiting": "yellow",
                 "running": "cyan", "queued": "blue", "needs_attention": "bold red",
@@ -62,7 +63,7 @@ class Display:
         if self.rich:
             from rich.text import Text
 
-            self.console.print(Text(text, style=style or ""), soft_wrap=True)
+            self.console.print(Text(printable(text), style=style or ""), soft_wrap=True)
         else:
             stdout(text)
 
@@ -146,7 +147,7 @@ def render_outcome(display: Display, outcome: Any, elapsed: float | None = None)
 
         head = Text()
         head.append(f"{STATUS_MARK.get(status, '')} {status}", style=STATUS_STYLE.get(status, ""))
-        head.append(f"  run {outcome.run_id}{took}", style="dim")
+        head.append(printable(f"  run {outcome.run_id}{took}"), style="dim")
         display.console.print(head)
     else:
         stdout(f"run {outcome.run_id} {status}")
@@ -278,7 +279,7 @@ def render_show(display: Display, outcome: Any, record: Any, steps: list[Any]) -
         display.line(run_error_text(outcome.error), style="red" if display.rich else None)
     render_waits(display, outcome.waiting)
     if steps:
-        display.line(f"full output of a step: lashflow output {outcome.run_id} STEP",
+        display.line(f"full output of a step: lashflow output {quote(outcome.run_id)} STEP",
                      style="dim" if display.rich else None)
 
 
@@ -289,14 +290,14 @@ def _show_rich(display: Display, outcome: Any, record: Any, rows: list[tuple[str
     status = outcome.status.value
     head = Text()
     head.append(f"{STATUS_MARK.get(status, '')} {status}", style=STATUS_STYLE.get(status, ""))
-    head.append(f"  run {outcome.run_id}", style="bold")
-    head.append(f"  process {record.process or '(main block)'}", style="dim")
+    head.append(printable(f"  run {outcome.run_id}"), style="bold")
+    head.append(printable(f"  process {record.process or '(main block)'}"), style="dim")
     if record.parent_run_id:
-        head.append(f"  parent {record.parent_run_id}", style="dim")
+        head.append(printable(f"  parent {record.parent_run_id}"), style="dim")
     display.console.print(head)
-    display.console.print(Text(f"file {record.meta.get('file') or '-'}   created "
-                               f"{when(record.created_at)}   updated {when(record.updated_at)}",
-                               style="dim"))
+    display.console.print(Text(printable(f"file {record.meta.get('file') or '-'}   created "
+                                         f"{when(record.created_at)}   updated "
+                                         f"{when(record.updated_at)}"), style="dim"))
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
                           ("state", "left"), ("tries", "right"), ("took", "right"),
@@ -305,8 +306,9 @@ def _show_rich(display: Display, outcome: Any, record: Any, rows: list[tuple[str
                          overflow="ellipsis" if name == "outcome" else "fold",
                          no_wrap=name in ("outcome", "step"), style="dim" if name == "#" else None)
     for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
-        table.add_row(n, key, kind, target, Text(state, style=STATE_STYLE.get(state, "")), attempts,
-                      duration, offset, text)
+        table.add_row(n, printable(key), kind, printable(target),
+                      Text(state, style=STATE_STYLE.get(state, "")), attempts, duration, offset,
+                      printable(text))
     display.console.print(table)
 
 
@@ -324,9 +326,10 @@ def render_runs(display: Display, rows: list[dict[str, Any]]) -> None:
         for name in ("run", "status", "process", "created", "parent", "info"):
             table.add_column(name, no_wrap=name in ("run", "info"), overflow="ellipsis")
         for row in rows:
-            table.add_row(row["run_id"], Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
-                          row["process"] or "(main)", when(row["created_at"]),
-                          row["parent_run_id"] or "", row["info"])
+            table.add_row(printable(row["run_id"]),
+                          Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
+                          printable(row["process"] or "(main)"), when(row["created_at"]),
+                          printable(row["parent_run_id"] or ""), printable(row["info"]))
         display.console.print(table)
         display.console.print(Text(f"{len(rows)} run(s)", style="dim"))
         return
@@ -360,8 +363,8 @@ def render_waiting(display: Display, waits: list[tuple[str, Any]], now: float) -
         for name in ("#", "run", "waits on", "step", "due"):
             table.add_column(name, overflow="fold")
         for i, (run_id, wait) in enumerate(waits, 1):
-            table.add_row(str(i), run_id, Text(wait_what(wait), style="yellow"), wait.step,
-                          _due(wait, now))
+            table.add_row(str(i), printable(run_id), Text(printable(wait_what(wait)), style="yellow"),
+                          printable(wait.step), _due(wait, now))
         display.console.print(table)
         display.console.print(Text("resolve with:", style="bold"))
         for i, (_, wait) in enumerate(waits, 1):

@@ -13,6 +13,7 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from shlex import quote
 from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, TypeVar
 
 import typer
@@ -29,13 +30,25 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in lashflow, not a mistake of the user
 EXIT_INTERRUPTED = 130
 
 
-def stdout(text: str = "") -> None:
-    """Write one line to the *current* stdout (test runners swap it per invocation)."""
-    sys.stdout.write(text + "\n")
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))
+            if chr(code) not in "\n\t"}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (ESC, CR, BEL...) shown as ``\\xNN``: a run id,
+    signal name or print text from a workflow can never move the cursor, recolour or
+    rewrite what a terminal shows (newlines and tabs stay)."""
+    return text.translate(_CONTROL)
+
+
+def stdout(text: str = "", *, raw: bool = False) -> None:
+    """Write one line to the *current* stdout (test runners swap it per invocation);
+    ``raw`` only for what the user asked for byte-exact (``lashflow output``)."""
+    sys.stdout.write((text if raw else printable(text)) + "\n")
 
 
 def stderr(text: str = "") -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(printable(text) + "\n")
 
 
 def dumps(data: Any) -> str:
@@ -103,8 +116,9 @@ def run_async(factory: Callable[[], Awaitable[T]], as_json: bool, source: str | 
     except LashflowError as exc:
         raise reject(exc, as_json, source, filename, run_id) from None
     except KeyboardInterrupt:
+        target = quote(run_id) if run_id else "RUN"
         stderr("interrupted: every committed step is kept in the journal; "
-               "`lashflow resume RUN` or `lashflow recover` continues")
+               f"`lashflow resume {target}` or `lashflow recover` continues")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except typer.Exit:
         raise

@@ -392,7 +392,14 @@ _MERMAID_SHAPES = {
 }
 
 
+def _visible(text: str) -> str:
+    """A label with line breaks as ``\\n`` and no other control character."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(ch if ch == "\n" or ch.isprintable() else " " for ch in text)
+
+
 def _mermaid_text(text: str) -> str:
+    text = _visible(text)
     return (text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;")
             .replace(">", "#gt;").replace("\n", "<br/>"))
 
@@ -441,7 +448,7 @@ _DOT_SHAPES = {
 
 
 def _dot_text(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return _visible(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def to_dot(graph: Graph, states: dict[str, list[str]] | None = None) -> str:

@@ -15,6 +15,7 @@ import contextvars
 import logging
 import os
 from dataclasses import dataclass, field
+from shlex import quote
 from typing import Any, AsyncIterator
 
 from ..errors import DbError, Fenced, JournalCorrupt, LashflowError, LimitExceeded, MissingTools, RunBusy
@@ -342,7 +343,7 @@ class Driver:
                 "code": "internal_error",
                 "message": f"lashflow stopped this run on an internal error: "
                            f"{type(exc).__name__}: {exc}; the journal is intact, "
-                           f"`lashflow resume {run.run_id}` retries"})
+                           f"`lashflow resume {quote(run.run_id)}` retries"})
         if drive.flags.cancel_requested and change.status in ("finished", "failed"):
             # the cancel landed while an attempt was in flight: the call came back cancelled
             # and the program ended on it (e.g. through `?`); the run was cancelled.

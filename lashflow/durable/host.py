@@ -9,6 +9,7 @@ re-driven later by replay.
 
 from __future__ import annotations
 
+from shlex import quote
 from typing import Any, Awaitable, Callable
 
 from ..errors import LashflowError, LimitExceeded
@@ -189,7 +190,7 @@ class DurableHost:
         for (index, one, child_id), (answer, child_waits) in zip(joins, joined):
             if answer is None:
                 waits += [Wait(kind="child", step=one.step, child_run_id=child_id,
-                               resolve=f"lashflow resume {child_id}"), *child_waits]
+                               resolve=f"lashflow resume {quote(child_id)}"), *child_waits]
             else:
                 answers[index] = answer
                 done.append(self.journal.new_step(one.step, "await", None, {"handle": child_id},
@@ -240,7 +241,7 @@ class DurableHost:
             await journal.commit([journal.touch(record, "done", None)])
             return None
         raise fx.Parked([Wait(kind="sleep", step=effect.step, until=wake_at,
-                              resolve=f"lashflow resume {self.run_id}")])
+                              resolve=f"lashflow resume {quote(self.run_id)}")])
 
     async def _wait_signal(self, effect: fx.WaitSignalEffect) -> Any:
         record = self.journal.get(effect.step)
@@ -250,7 +251,7 @@ class DurableHost:
                                                              effect.ordinal)
         if not found:
             raise fx.Parked([Wait(kind="signal", step=effect.step, signal=effect.name,
-                                  resolve=f"lashflow signal {self.run_id} {effect.name} "
+                                  resolve=f"lashflow signal {quote(self.run_id)} {quote(effect.name)} "
                                           "--payload '<json>'")])
         record = self.journal.new_step(effect.step, "wait_signal", effect.name, None, "done",
                                        payload)

@@ -6,6 +6,7 @@ so a process printing without end grows neither the host's memory nor the outcom
 
 from __future__ import annotations
 
+from shlex import quote
 from typing import Callable
 
 KEPT_CHARS = 1024 * 1024
@@ -35,7 +36,7 @@ class Prints:
         if not self._dropped:
             return list(self._kept)
         return self._kept + [f"({self._dropped} more prints are in the journal: "
-                             f"lashflow show {run_id})"]
+                             f"lashflow show {quote(run_id)})"]
 
     @classmethod
     def of(cls, texts: list[str], project: Callable[[str], str]) -> "Prints":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from ..errors import LashflowError
@@ -331,7 +332,7 @@ class ToolRunner:
             raise NeedsAttention(
                 f"step {effect.step} ({effect.module}.{effect.operation}) was interrupted during "
                 f"attempt {last}; the tool is not idempotent, so it is not run again on its own. "
-                f"Run `lashflow resume {journal.run_id} --retry-interrupted` to retry it",
+                f"Run `lashflow resume {quote(journal.run_id)} --retry-interrupted` to retry it",
                 step=effect.step)
         for row in interrupted:
             row.status = "interrupted"

@@ -11,6 +11,7 @@ import enum
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from shlex import quote
 from typing import Any
 
 from lashflow.tools._json import compact
@@ -25,7 +26,7 @@ DEFAULT_HINT = "The output was truncated; read it in full with `lashflow output 
 
 def hint_for(run_id: str, step_key: str) -> str:
     """The hint with the real run and step filled in (what the dispatcher uses)."""
-    return f"The output was truncated; read it in full with `lashflow output {run_id} {step_key}`."
+    return f"The output was truncated; read it in full with `lashflow output {quote(run_id)} {quote(step_key)}`."
 
 
 class ToolOutputBudgetMode(str, enum.Enum):
