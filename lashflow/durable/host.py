@@ -43,6 +43,7 @@ class DurableHost:
         self.limits = limits
         self.prints = Prints(tools.project)
         self.effects = 0
+        self.observed_bytes = 0
         # The runs this run started: the only ones it may await, cancel or signal. A
         # handle is a plain record, so one naming any other run is refused, never used.
         self.children_started = {step.outcome["id"] for step in journal.steps.values()
@@ -215,6 +216,12 @@ class DurableHost:
 
     # -- observations ----------------------------------------------------------------------
     async def _observe(self, effect: fx.Observe) -> Any:
+        # A print or yield journals its text and its value (about as big again); replayed
+        # ones count too, so the bound holds across resumes.
+        self.observed_bytes += 2 * len(effect.text)
+        if self.observed_bytes > self.limits.max_journal_bytes:
+            raise LimitExceeded(f"the run's prints and yields would journal more than "
+                                f"{self.limits.max_journal_bytes} bytes")
         if effect.kind == "print":
             self.prints.add(effect.text)
         if effect.step in self.journal:

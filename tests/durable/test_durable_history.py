@@ -131,3 +131,19 @@ async def test_a_replay_mismatch_in_arguments_only_says_so(tmp_path: Path) -> No
     assert "recorded tool tools.echo with other arguments" in message
     assert "differ at $.text" in message
     assert "asks tool tools.echo" not in message
+
+
+async def test_journal_growth_by_prints_is_bounded(tmp_path: Path) -> None:
+    from lashflow.interp.limits import Limits
+
+    limits = Limits(max_journal_bytes=4 * 2**20)
+    source = ('s = "x"\nfor i in range(18) { s = s + s }\n'  # 256 Ki characters
+              'for i in range(1000) { print(s + to_string(i)) }\nfinish 1')
+    async with Engine(db=db(tmp_path), limits=limits) as engine:
+        outcome = await engine.run(source)
+        steps = await engine.steps(outcome.run_id)
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error is not None and outcome.error.code == "limit_exceeded"
+    assert "journal more than 4194304 bytes" in outcome.error.message
+    # each print journals its text and value: 2 x (256 Ki + 1) bytes; 7 fit in 4 MiB
+    assert len(steps) == limits.max_journal_bytes // (2 * (2**18 + 1)) == 7
