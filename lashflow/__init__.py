@@ -20,6 +20,9 @@ _EXPORTS = {
     "RunError": "lashflow.durable.outcome",
     "Wait": "lashflow.durable.outcome",
     "StepView": "lashflow.durable.outcome",
+    "RunSummary": "lashflow.durable.outcome",
+    "RunPage": "lashflow.durable.outcome",
+    "RunDetail": "lashflow.durable.outcome",
     "AttemptView": "lashflow.durable.outcome",
     # errors
     "LashflowError": "lashflow.errors",

@@ -20,9 +20,9 @@ import typer
 from . import __version__
 from .cli_drive import LiveStatus, settle
 from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
-                         run_info, step_json)
-from .cli_support import (EXIT_BY_STATUS, LashflowGroup, caret_text, dumps,
-                          engine, fail, parse_json_option, read_source, run_async,
+                         run_error_text)
+from .cli_support import (EXIT_BY_STATUS, EXIT_REJECTED, LashflowGroup, caret_text, dumps,
+                          engine, fail, parse_json_option, parse_when, read_source, run_async,
                           source_or_none, stderr, stdout)
 from .errors import LashflowError, UsageError
 from .states import RUN_STATUSES
@@ -376,28 +376,18 @@ def graph(
 
 async def _site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
     """Step states of a run and its descendants, keyed by the site part of the step key."""
-    from .cli_render import step_state
-
-    await eng.get_record(run_id)  # unknown_run if it does not exist
-    family = {run_id}
-    records = {}
-    for outcome in await eng.list():
-        records[outcome.run_id] = await eng.get_record(outcome.run_id)
-    grew = True
-    while grew:
-        grew = False
-        for rid, record in records.items():
-            if rid not in family and record.parent_run_id in family:
-                family.add(rid)
-                grew = True
     states: dict[str, list[str]] = {}
-    for rid in sorted(family):
-        for step in await eng.steps(rid):
-            states.setdefault(_state_key(step.step_key), []).append(step_state(step))
-        for wait in (await eng.get(rid)).waiting:  # a wait not journaled yet (signal, sleep)
+    family = [await eng.run_detail(run_id)]  # unknown_run if it does not exist
+    while family:
+        detail = family.pop()
+        for step in detail.steps:
+            states.setdefault(_state_key(step.step_key), []).append(step.state)
+        for wait in detail.summary.waiting:  # a wait not journaled yet (signal, sleep)
             keys = states.setdefault(_state_key(wait.step), [])
             if "pending" not in keys:
                 keys.append("waiting")
+        for child in detail.children:
+            family.append(await eng.run_detail(child.run_id))
     return states
 
 
@@ -530,47 +520,47 @@ def cancel(
 
 @app.command("list")
 def list_runs(
-    status: Optional[str] = typer.Option(None, "--status", "-s", metavar="STATUS",
-                                         help="Only runs with this status: "
+    status: Optional[str] = typer.Option(None, "--status", "-s", metavar="STATUS[,STATUS]",
+                                         help="Only runs with these statuses: "
                                               + ", ".join(RUN_STATUSES) + "."),
     process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="Only runs of this process."),
-    limit: int = typer.Option(50, "--limit", "-n", min=0, metavar="N",
-                              help="Show the newest N runs (0: all)."),
+    parent: Optional[str] = typer.Option(None, "--parent", metavar="RUN",
+                                         help="Only the child runs of this run."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="WHEN",
+                                        help="Only runs created at or after WHEN: an ISO 8601 "
+                                             "time or an age such as 30m, 2h, 7d."),
+    until: Optional[str] = typer.Option(None, "--until", metavar="WHEN",
+                                        help="Only runs created before WHEN (as --since)."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, max=1000, metavar="N",
+                              help="Runs per page (1-1000)."),
+    cursor: Optional[str] = typer.Option(None, "--cursor", metavar="CURSOR",
+                                         help="The next page, as the previous page printed."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """List runs, oldest first (the newest --limit of them)."""
+    """List runs, newest first, one page at a time (the command for the next page is
+    printed under the list)."""
     display = Display(as_json)
-    if status is not None and status not in RUN_STATUSES:
-        fail("usage_error", f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}",
-             as_json)
+    statuses = [part.strip() for part in status.split(",") if part.strip()] if status else []
 
     async def go() -> int:
         async with engine(db) as eng:
-            outcomes = await eng.list(status)
-            if process is None and limit:
-                outcomes = outcomes[-limit:]
-            rows = []
-            for outcome in outcomes:
-                record = await eng.get_record(outcome.run_id)
-                if process is not None and record.process != process:
-                    continue
-                rows.append((outcome, record))
-            if limit:
-                rows = rows[-limit:]
+            now = eng.clock.now()
+            page = await eng.runs(status=statuses, process=process, parent=parent,
+                                  since=parse_when(since, "--since", now),
+                                  until=parse_when(until, "--until", now),
+                                  limit=limit, cursor=cursor)
         if as_json:
-            stdout(dumps({"runs": [dict(o.to_json(), process=r.process, created_at=r.created_at,
-                                        updated_at=r.updated_at, parent_run_id=r.parent_run_id)
-                                   for o, r in rows]}))
+            stdout(dumps(page.to_json()))
             return 0
-        if not rows:
+        if not page.runs:
             display.line("no runs" + (f" with status {status}" if status else ""))
             return 0
-        render_runs(display, [{"run_id": o.run_id, "status": o.status.value,
-                               "process": r.process, "created_at": r.created_at,
-                               "parent_run_id": r.parent_run_id, "info": run_info(o)}
-                              for o, r in rows])
+        render_runs(display, page.runs)
+        if page.next_cursor:
+            display.line(f"more: lashflow list --cursor {quote(page.next_cursor)}",
+                         style="dim" if display.rich else None)
         return 0
 
     raise typer.Exit(run_async(go, as_json))
@@ -582,29 +572,24 @@ def show(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """A run's status and its journal as a timeline: each step's tool, attempts,
-    duration, start offset and outcome preview (through the output budget)."""
+    """A run's status, input and its journal as a timeline: each step's tool, attempts,
+    duration, start offset and outcome preview (through the output budget), its children
+    and its parent."""
     display = Display(as_json)
 
     async def go() -> int:
         async with engine(db) as eng:
-            outcome = await eng.get(run_id)
-            record = await eng.get_record(run_id)
-            steps = await eng.steps(run_id)
-        note = record.meta.get("note")  # e.g. a worker that lacks the run's tools
+            detail = await eng.run_detail(run_id)
         if as_json:
-            data = outcome.to_json()
-            data.update(process=record.process, parent_run_id=record.parent_run_id,
-                        created_at=record.created_at, updated_at=record.updated_at,
-                        steps=[step_json(s) for s in steps])
-            if note:
-                data["note"] = note
-            stdout(dumps(data))
+            stdout(dumps(detail.to_json()))
         else:
-            render_show(display, outcome, record, steps)
-            if note:
-                display.line(f"note: {note}", style="yellow")
-        return 0
+            render_show(display, detail)
+            if detail.summary.note:  # e.g. a worker that lacks the run's tools
+                display.line(f"note: {detail.summary.note}", style="yellow")
+            if detail.journal_error is not None:
+                stderr(run_error_text(detail.journal_error))
+        # a journal that cannot be trusted is shown as far as it reads, and exits 2
+        return EXIT_REJECTED if detail.journal_error is not None else 0
 
     raise typer.Exit(run_async(go, as_json, run_id=run_id))
 

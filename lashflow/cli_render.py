@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from shlex import quote
 from typing import Any, Iterable
 
@@ -72,9 +72,11 @@ class Display:
 
 
 def when(moment: float | None) -> str:
+    """ISO 8601 with the time zone's offset (local time; UTC with ``LASHFLOW_UTC=1``)."""
     if moment is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment))
+    zone = timezone.utc if os.environ.get("LASHFLOW_UTC") == "1" else None
+    return datetime.fromtimestamp(moment, zone).astimezone(zone).isoformat(timespec="seconds")
 
 
 def seconds(value: float | None) -> str:
@@ -189,15 +191,6 @@ def _print_json(display: Display, value: Any) -> None:
 # --------------------------------------------------------------------------- show
 
 
-def step_state(step: Any) -> str:
-    """One word for a journal entry: the tool outcome when done, else the step status."""
-    if step.kind == "tool" and isinstance(step.outcome, dict) and step.status == "done":
-        return str(step.outcome.get("status", "done"))
-    if step.status == "started" and step.attempts and step.attempts[-1].status == "interrupted":
-        return "interrupted"
-    return step.status
-
-
 def step_target(step: Any) -> str:
     if step.kind == "tool":
         return step.tool or ""
@@ -208,17 +201,6 @@ def step_target(step: Any) -> str:
     if step.kind == "await" and isinstance(step.outcome, dict):
         return "await child"
     return step.tool or ""
-
-
-def step_timing(step: Any) -> tuple[float | None, float | None]:
-    """(first start, last finish) over the step's attempts; None when unknown."""
-    starts = [a.started_at for a in step.attempts if a.started_at is not None]
-    ends = [a.finished_at for a in step.attempts if a.finished_at is not None]
-    if not starts and isinstance(step.outcome, dict):
-        started, finished = step.outcome.get("started_at"), step.outcome.get("finished_at")
-        return (started if isinstance(started, (int, float)) else None,
-                finished if isinstance(finished, (int, float)) else None)
-    return (min(starts) if starts else None), (max(ends) if ends else None)
 
 
 def step_preview_value(step: Any) -> Any:
@@ -233,71 +215,69 @@ def step_preview_value(step: Any) -> Any:
     return outcome
 
 
-def step_json(step: Any) -> dict[str, Any]:
-    """One entry of ``show --json``'s ``steps`` (``attempts`` stays a count)."""
-    started, finished = step_timing(step)
-    return {
-        "step": step.step_key, "kind": step.kind, "tool": step.tool, "status": step.status,
-        "state": step_state(step), "attempts": len(step.attempts),
-        "started_at": started, "finished_at": finished,
-        "duration": (finished - started) if started is not None and finished is not None else None,
-        "preview": step.projected,
-        "attempt_log": [{"attempt": a.attempt, "status": a.status, "code": a.code,
-                         "message": a.message, "started_at": a.started_at,
-                         "finished_at": a.finished_at} for a in step.attempts],
-    }
+def status_text(summary: Any) -> str:
+    """A run's status as an operator needs it: a ``running`` run nobody drives says so."""
+    if summary.owner_gone:
+        return f"{summary.status.value} (owner gone: lashflow recover)"
+    return summary.status.value
 
 
-def render_show(display: Display, outcome: Any, record: Any, steps: list[Any]) -> None:
+def render_show(display: Display, detail: Any) -> None:
     """``lashflow show``: a header, the journal as a timeline, then result/error/waits."""
-    status = outcome.status.value
+    run = detail.summary
     rows = []
-    for i, step in enumerate(steps, 1):
-        started, finished = step_timing(step)
-        offset = None if started is None else started - record.created_at
+    for i, step in enumerate(detail.steps, 1):
+        started, finished = step.timing()
+        offset = None if started is None else started - run.created_at
         duration = None if started is None or finished is None else finished - started
         attempts = "" if not step.attempts else str(len(step.attempts))
-        rows.append((str(i), step.step_key, step.kind, step_target(step), step_state(step),
+        state = step.state
+        if state == "pending" and run.status.value == "cancelled":
+            state = "cancelled"  # a sleep, signal or child wait the cancel ended
+        rows.append((str(i), step.step_key, step.kind, step_target(step), state,
                      attempts, seconds(duration) if duration is not None else "",
                      f"+{seconds(offset)}" if offset is not None else "",
                      preview(step_preview_value(step))))
     if display.rich:
-        _show_rich(display, outcome, record, rows)
+        _show_rich(display, detail, rows)
     else:
-        stdout(f"run {outcome.run_id}: {status}")
-        stdout(f"  process {record.process or '(main block)'}   file {record.meta.get('file') or '-'}")
-        stdout(f"  created {when(record.created_at)}   updated {when(record.updated_at)}"
-               + (f"   parent {record.parent_run_id}" if record.parent_run_id else ""))
+        stdout(f"run {run.run_id}: {status_text(run)}")
+        stdout(f"  process {run.process or '(main block)'}   file {detail.file or '-'}")
+        stdout(f"  created {when(run.created_at)}   updated {when(run.updated_at)}"
+               + (f"   parent {run.parent_run_id}" if run.parent_run_id else ""))
         for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
             stdout(f"  {n:>3} {key:<24} {kind:<11} {target:<24} {state:<9} "
                    f"{('x' + attempts) if attempts else '':<4} {duration:>9} {offset:>10}  {text}")
-    for text in outcome.prints:
+    for child in detail.children:
+        display.line(f"child: {child.run_id} {status_text(child)}")
+    for text in detail.prints:
         display.line(f"print: {text}")
-    if status == "finished":
-        display.line("result: " + result_text(outcome.result))
-    if outcome.error is not None:
-        display.line(run_error_text(outcome.error), style="red" if display.rich else None)
-    render_waits(display, outcome.waiting)
-    if steps:
-        display.line(f"full output of a step: lashflow output {quote(outcome.run_id)} STEP",
+    if run.status.value == "finished":
+        display.line("result: " + result_text(detail.result))
+    if run.error is not None and run.error != detail.journal_error:
+        display.line(run_error_text(run.error), style="red" if display.rich else None)
+    render_waits(display, run.waiting)
+    if detail.steps:
+        display.line(f"full output of a step: lashflow output {quote(run.run_id)} STEP",
                      style="dim" if display.rich else None)
 
 
-def _show_rich(display: Display, outcome: Any, record: Any, rows: list[tuple[str, ...]]) -> None:
+def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    status = outcome.status.value
+    run = detail.summary
+    status = run.status.value
     head = Text()
-    head.append(f"{STATUS_MARK.get(status, '')} {status}", style=STATUS_STYLE.get(status, ""))
-    head.append(printable(f"  run {outcome.run_id}"), style="bold")
-    head.append(printable(f"  process {record.process or '(main block)'}"), style="dim")
-    if record.parent_run_id:
-        head.append(printable(f"  parent {record.parent_run_id}"), style="dim")
+    head.append(f"{STATUS_MARK.get(status, '')} {status_text(run)}", style=STATUS_STYLE.get(status, ""))
+    head.append(printable(f"  run {run.run_id}"), style="bold")
+    head.append(printable(f"  process {run.process or '(main block)'}"), style="dim")
+    if run.parent_run_id:
+        head.append(printable(f"  parent {run.parent_run_id}"), style="dim")
     display.console.print(head)
-    display.console.print(Text(printable(f"file {record.meta.get('file') or '-'}   created "
-                                         f"{when(record.created_at)}   updated "
-                                         f"{when(record.updated_at)}"), style="dim"))
+    display.console.print(Text(printable(f"file {detail.file or '-'}   created "
+                                         f"{when(run.created_at)}   updated "
+                                         f"{when(run.updated_at)}"), style="dim"))
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
                           ("state", "left"), ("tries", "right"), ("took", "right"),
@@ -315,38 +295,48 @@ def _show_rich(display: Display, outcome: Any, record: Any, rows: list[tuple[str
 # --------------------------------------------------------------------------- list / waiting
 
 
-def render_runs(display: Display, rows: list[dict[str, Any]]) -> None:
-    """``lashflow list``: one row per run (rows carry run_id, status, process, created,
-    parent and a short ``info``: result, error or waits)."""
+def render_runs(display: Display, runs: list[Any]) -> None:
+    """``lashflow list``: one row per run summary. The info column (error, waits, note)
+    gives way first on a narrow terminal, never the run id or status; piped output keeps
+    a header line and one run per line, for grep."""
     if display.rich:
         from rich.table import Table
         from rich.text import Text
 
         table = Table(show_edge=False, header_style="bold", pad_edge=False)
-        for name in ("run", "status", "process", "created", "parent", "info"):
-            table.add_column(name, no_wrap=name in ("run", "info"), overflow="ellipsis")
-        for row in rows:
-            table.add_row(printable(row["run_id"]),
-                          Text(row["status"], style=STATUS_STYLE.get(row["status"], "")),
-                          printable(row["process"] or "(main)"), when(row["created_at"]),
-                          printable(row["parent_run_id"] or ""), printable(row["info"]))
+        table.add_column("run", no_wrap=True, min_width=8)
+        table.add_column("status", no_wrap=True, min_width=7)
+        table.add_column("process", no_wrap=True, overflow="ellipsis", max_width=24)
+        table.add_column("created", no_wrap=True)
+        table.add_column("info", no_wrap=True, overflow="ellipsis", ratio=1, min_width=0)
+        for run in runs:
+            status = run.status.value
+            table.add_row(printable(run.run_id),
+                          Text(status_text(run), style=STATUS_STYLE.get(status, "")),
+                          printable(run.process or "(main)"), when(run.created_at),
+                          printable(run_info(run)))
         display.console.print(table)
-        display.console.print(Text(f"{len(rows)} run(s)", style="dim"))
+        display.console.print(Text(f"{len(runs)} run(s)", style="dim"))
         return
-    width = max(len(row["run_id"]) for row in rows)
-    for row in rows:
-        stdout(f"{row['run_id']:<{width}}  {row['status']:<15} {row['process'] or '(main)':<16} "
-               f"{when(row['created_at'])}  {row['info']}")
+    width = max(len(run.run_id) for run in runs)
+    stdout(f"{'RUN':<{width}}  {'STATUS':<15} {'PROCESS':<16} {'CREATED':<25} INFO")
+    for run in runs:
+        stdout(f"{run.run_id:<{width}}  {status_text(run):<15} {run.process or '(main)':<16} "
+               f"{when(run.created_at):<25} {run_info(run)}")
 
 
-def run_info(outcome: Any) -> str:
-    if outcome.status.value == "finished":
-        return preview(outcome.result, 48)
-    if outcome.error is not None:
-        return one_line(f"error[{outcome.error.code}]: {outcome.error.message}", 60)
-    if outcome.waiting:
-        return one_line("; ".join(wait_what(w) for w in outcome.waiting), 60)
-    return ""
+def run_info(run: Any) -> str:
+    """A summary's one-line info: its error, what it waits on, its parent, its note."""
+    parts = []
+    if run.error is not None:
+        parts.append(f"error[{run.error.code}]: {run.error.message}")
+    if run.waiting:
+        parts.append("; ".join(wait_what(w) for w in run.waiting))
+    if run.parent_run_id:
+        parts.append(f"child of {run.parent_run_id}")
+    if run.note:
+        parts.append(f"note: {run.note}")
+    return one_line(" · ".join(parts), 120)
 
 
 def render_waiting(display: Display, waits: list[tuple[str, Any]], now: float) -> None:

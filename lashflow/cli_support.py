@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from shlex import quote
 from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, TypeVar
@@ -152,6 +153,26 @@ def parse_json_option(text: str | None, option: str) -> Any:
     except json.JSONDecodeError as exc:
         raise InputInvalid(f"{option} is not valid JSON: {exc.msg} at line {exc.lineno} "
                            f"column {exc.colno}", path="$") from None
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_when(text: str | None, option: str, now: float) -> float | None:
+    """``--since``/``--until``: an ISO 8601 time (no offset: local time) or an age such as
+    ``90s``, ``30m``, ``2h``, ``7d``, ``1w`` (that long before ``now``)."""
+    if text is None:
+        return None
+    raw = text.strip()
+    unit = raw[-1:].lower()
+    if unit in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
+        return now - float(raw[:-1]) * _AGE_UNITS[unit]
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is neither an ISO 8601 time "
+                         "(2026-12-03T10:00:00+01:00) nor an age (30m, 2h, 7d)") from None
+    return moment.timestamp()
 
 
 def read_source(file: Path) -> str:

@@ -25,7 +25,7 @@ from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
 from .events import Events, Listener
-from .outcome import RunOutcome, StepView, Wait
+from .outcome import RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
 from .tool_runner import ToolRunner
@@ -70,7 +70,7 @@ class Engine:
         self._initial_modules = [str(m) for m in modules]
         self.tools = ToolRunner(self.store, self.clock, self.events, model_provider)
         self.programs = Programs(self.tools.catalog)
-        self.reads = Reads(self.store, self.tools)
+        self.reads = Reads(self.store, self.tools, self.clock)
         self.driver = Driver(self.store, self.clock, self.limits, self.programs, self.tools,
                              self.reads, self.events, owner=self.owner, lease_ttl=lease_ttl,
                              concurrency=concurrency)
@@ -243,7 +243,25 @@ class Engine:
         return await self.reads.require(run_id)
 
     async def list(self, status: str | None = None) -> list[RunOutcome]:
+        """Every run (oldest first), or those with ``status``: for small databases and
+        tests; ``runs`` pages through any number."""
         return await self.reads.list(status)
+
+    async def runs(self, *, status: str | Iterable[str] | None = None,
+                   process: str | None = None, parent: str | None = None,
+                   since: float | None = None, until: float | None = None, limit: int = 50,
+                   cursor: str | None = None) -> RunPage:
+        """Run summaries, newest first, ``limit`` (1-1000) a page: filter by status (one
+        or several), process name, parent run and creation time (``since <= created_at <
+        until``, epoch seconds); pass a page's ``next_cursor`` for the next. One query a
+        page, fast at any number of runs."""
+        return await self.reads.runs(status=status, process=process, parent=parent,
+                                     since=since, until=until, limit=limit, cursor=cursor)
+
+    async def run_detail(self, run_id: str) -> RunDetail:
+        """One run with its input, result or error, waits, children and journal (each
+        step's arguments, attempts and budgeted outcome), read in one go."""
+        return await self.reads.run_detail(run_id)
 
     async def steps(self, run_id: str) -> list[StepView]:
         return await self.reads.steps(run_id)

@@ -83,7 +83,10 @@ class AttemptView:
 
 @dataclass(slots=True)
 class StepView:
-    """``Engine.steps()`` rows: the journal in order, outcome full and projected."""
+    """``Engine.steps()`` rows: the journal in order, outcome full and projected.
+
+    ``args``: the arguments the step was called with (left out when they were too big to
+    journal beside their hash); ``wake_at``: when a sleep ends."""
 
     step_key: str
     kind: str
@@ -92,3 +95,142 @@ class StepView:
     attempts: list[AttemptView]
     outcome: Any
     projected: str | None
+    args: Any = None
+    wake_at: float | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+    @property
+    def state(self) -> str:
+        """One word: the tool outcome when done, ``interrupted`` for an attempt a crash
+        cut off, else the step status."""
+        if self.kind == "tool" and isinstance(self.outcome, dict) and self.status == "done":
+            return str(self.outcome.get("status", "done"))
+        if self.status == "started" and self.attempts and \
+                self.attempts[-1].status == "interrupted":
+            return "interrupted"
+        return self.status
+
+    def timing(self) -> tuple[float | None, float | None]:
+        """(first start, last finish) over the step's attempts; None when unknown."""
+        starts = [a.started_at for a in self.attempts if a.started_at is not None]
+        ends = [a.finished_at for a in self.attempts if a.finished_at is not None]
+        if not starts and isinstance(self.outcome, dict):
+            started, finished = self.outcome.get("started_at"), self.outcome.get("finished_at")
+            return (started if isinstance(started, (int, float)) else None,
+                    finished if isinstance(finished, (int, float)) else None)
+        return (min(starts) if starts else None), (max(ends) if ends else None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The step as ``show --json`` and the HTTP API give it (``attempts`` counts them,
+        ``attempt_log`` lists them)."""
+        started, finished = self.timing()
+        data: dict[str, Any] = {
+            "step": self.step_key, "kind": self.kind, "tool": self.tool, "status": self.status,
+            "state": self.state, "attempts": len(self.attempts),
+            "started_at": started, "finished_at": finished,
+            "duration": (finished - started) if started is not None and finished is not None
+            else None,
+            "preview": self.projected,
+            "attempt_log": [{"attempt": a.attempt, "status": a.status, "code": a.code,
+                             "message": a.message, "started_at": a.started_at,
+                             "finished_at": a.finished_at} for a in self.attempts],
+        }
+        if self.args is not None:
+            data["args"] = self.args
+        if self.wake_at is not None:
+            data["wake_at"] = self.wake_at
+        return data
+
+
+def _present(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """One run as a list shows it: no input, result or journal (``Engine.runs``).
+
+    ``owner_gone``: the run is ``running`` or ``queued`` but its lease has expired, so no
+    worker is moving it on (``lashflow recover`` or any worker will)."""
+
+    run_id: str
+    process: str | None
+    status: RunStatus
+    parent_run_id: str | None
+    created_at: float
+    updated_at: float
+    waiting: list[Wait] = field(default_factory=list)
+    error: RunError | None = None
+    wake_at: float | None = None
+    cancel_requested: bool = False
+    owner: str | None = None
+    owner_gone: bool = False
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "run_id": self.run_id, "status": self.status.value, "process": self.process,
+            "parent_run_id": self.parent_run_id, "created_at": self.created_at,
+            "updated_at": self.updated_at}
+        data.update(_present({
+            "wake_at": self.wake_at, "owner": self.owner, "note": self.note,
+            "error": self.error.to_json() if self.error is not None else None}))
+        if self.waiting:
+            data["waiting"] = [wait.to_json() for wait in self.waiting]
+        if self.cancel_requested:
+            data["cancel_requested"] = True
+        if self.owner_gone:
+            data["owner_gone"] = True
+        return data
+
+
+@dataclass(slots=True)
+class RunPage:
+    """One page of ``Engine.runs``, newest first; pass ``next_cursor`` for the next."""
+
+    runs: list[RunSummary]
+    next_cursor: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": [run.to_json() for run in self.runs], "next_cursor": self.next_cursor}
+
+
+@dataclass(slots=True)
+class RunDetail:
+    """Everything an operator looks at for one run, read in one go (``Engine.run_detail``).
+
+    A journal that fails its integrity checks leaves ``steps`` empty and says why in
+    ``journal_error``; the run itself still reads."""
+
+    summary: RunSummary
+    input: dict[str, Any]
+    result: Any = None
+    prints: list[str] = field(default_factory=list)
+    steps: list[StepView] = field(default_factory=list)
+    children: list[RunSummary] = field(default_factory=list)
+    file: str | None = None
+    journal_error: RunError | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self.summary.status
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.summary.to_json()
+        data["input"] = self.input
+        if self.status is RunStatus.FINISHED:
+            data["result"] = self.result
+        if self.prints:
+            data["prints"] = list(self.prints)
+        if self.file:
+            data["file"] = self.file
+        data["steps"] = [step.to_json() for step in self.steps]
+        data["children"] = [child.to_json() for child in self.children]
+        if self.journal_error is not None:
+            data["journal_error"] = self.journal_error.to_json()
+        return data

@@ -1,23 +1,31 @@
-"""The read side: what the engine tells about runs, built from as few store reads as
-possible. The CLI and the HTTP service present what these return and compute nothing."""
+"""The read side: what the engine tells about runs, each answer from one store read
+where the store can give it in one. The CLI and the HTTP service present what these
+return and compute nothing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
-from ..errors import JournalCorrupt, UnknownRun
-from ..states import RunStatus
-from ..store import RunRecord, StepRecord, Store
+from .. import store as st
+from ..errors import JournalCorrupt, UnknownRun, UsageError
+from ..states import RUN_STATUSES, RunStatus
+from ..store import AttemptRecord, RunRecord, StepRecord, Store
+from ..tools.clock import Clock
 from .journal import check_journal
+from .outcome import (
+    AttemptView, RunDetail, RunError, RunOutcome, RunPage, RunSummary, StepView, Wait,
+)
 from .prints import Prints
-from .outcome import AttemptView, RunError, RunOutcome, StepView, Wait
 from .tool_runner import ToolRunner
+
+MAX_PAGE = 1000
 
 
 class Reads:
-    def __init__(self, store: Store, tools: ToolRunner) -> None:
+    def __init__(self, store: Store, tools: ToolRunner, clock: Clock) -> None:
         self.store = store
         self.tools = tools
+        self.clock = clock
 
     async def require(self, run_id: str) -> RunRecord:
         run = await self.store.get_run(run_id)
@@ -40,23 +48,89 @@ class Reads:
             check_journal(run_id, steps)
         except JournalCorrupt:
             steps = []  # the run's own row still reads; steps() reports the corruption
-        prints = [s.outcome["text"] for s in steps if s.kind == "print" and s.outcome]
-        return self.outcome_of(run, prints=Prints.of(prints, self.tools.project).texts(run_id))
+        return self.outcome_of(run, prints=self._prints(run_id, steps))
+
+    def _prints(self, run_id: str, steps: list[StepRecord]) -> list[str]:
+        texts = [s.outcome["text"] for s in steps if s.kind == "print" and s.outcome]
+        return Prints.of(texts, self.tools.project).texts(run_id)
 
     async def list(self, status: str | None = None) -> list[RunOutcome]:
         return [self.outcome_of(r) for r in await self.store.list_runs(status)]
 
+    # -- the read API ------------------------------------------------------------------------
+    async def runs(self, *, status: str | Iterable[str] | None = None, process: str | None = None,
+                   parent: str | None = None, since: float | None = None,
+                   until: float | None = None, limit: int = 50,
+                   cursor: str | None = None) -> RunPage:
+        statuses = (status,) if isinstance(status, str) else tuple(status or ())
+        unknown = [s for s in statuses if s not in RUN_STATUSES]
+        if unknown:
+            raise UsageError(f"unknown status {unknown[0]!r}; use one of "
+                             f"{', '.join(RUN_STATUSES)}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise UsageError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
+        page = await self.store.query_runs(st.RunQuery(statuses, process, parent, since, until,
+                                                       limit, cursor))
+        now = self.clock.now()
+        return RunPage([self._summary(row, now) for row in page.runs], page.next_cursor)
+
+    async def run_detail(self, run_id: str) -> RunDetail:
+        detail = await self.store.run_detail(run_id)
+        if detail is None:
+            raise UnknownRun(f"no run with id {run_id!r}")
+        run, now = detail.run, self.clock.now()
+        summary = self._summary(run, now)
+        journal_error = None
+        steps: list[StepView] = []
+        prints: list[str] = []
+        if detail.journal_error is not None:
+            journal_error = RunError(detail.journal_error.code, detail.journal_error.message)
+        else:
+            try:
+                check_journal(run_id, detail.steps)
+            except JournalCorrupt as exc:
+                journal_error = RunError(exc.code, exc.message)
+            else:
+                in_flight = run.status == "running" and not summary.owner_gone
+                steps = self.views(detail.steps, detail.attempts, in_flight=in_flight)
+                prints = self._prints(run_id, detail.steps)
+        return RunDetail(
+            summary, run.input, run.result if run.status == "finished" else None, prints, steps,
+            [self._summary(child, now) for child in detail.children], run.meta.get("file"),
+            journal_error)
+
+    def _summary(self, row: RunRecord | st.RunSummary, now: float) -> RunSummary:
+        status = RunStatus(row.status)
+        owner_gone = status.value in ("running", "queued") and row.lease_owner is not None \
+            and row.lease_expires <= now
+        note = row.meta.get("note") if isinstance(row, RunRecord) else row.note
+        return RunSummary(
+            row.run_id, row.process, status, row.parent_run_id, row.created_at, row.updated_at,
+            [Wait.from_json(w) for w in row.waiting] if status is RunStatus.WAITING else [],
+            RunError.from_json(row.error), row.wake_at, row.cancel_requested, row.lease_owner,
+            owner_gone, note)
+
+    # -- the journal -------------------------------------------------------------------------
     async def steps(self, run_id: str) -> list[StepView]:
         await self.require(run_id)
         steps, attempts = await self.store.load_journal(run_id)
         check_journal(run_id, steps)
+        return self.views(steps, attempts)
+
+    def views(self, steps: list[StepRecord], attempts: list[AttemptRecord], *,
+              in_flight: bool = True) -> list[StepView]:
+        """Journal rows as views. Unless the run is being driven right now (``in_flight``),
+        an attempt still marked ``started`` was cut off by a crash: it reads
+        ``interrupted``."""
         by_step: dict[str, list[AttemptView]] = {}
         for a in attempts:
+            status = a.status if in_flight or a.status != "started" else "interrupted"
             by_step.setdefault(a.step_key, []).append(AttemptView(
-                a.attempt, a.status, a.code, a.message, a.started_at, a.finished_at,
+                a.attempt, status, a.code, a.message, a.started_at, a.finished_at,
                 a.detail.get("usage")))
         return [StepView(s.step_key, s.kind, s.tool, s.status, by_step.get(s.step_key, []),
-                         s.outcome, self.preview(s)) for s in steps]
+                         s.outcome, self.preview(s), s.detail.get("args"),
+                         s.detail.get("wake_at"), s.created_at, s.updated_at) for s in steps]
 
     def preview(self, step: StepRecord) -> str | None:
         """What the run history shows of a step, through the output budget."""

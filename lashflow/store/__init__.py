@@ -7,14 +7,15 @@ from urllib.parse import parse_qs, urlparse
 
 from ..errors import DbError
 from .base import (
-    AttemptRecord, Commit, Fenced, RunChange, RunRecord, StepRecord, Store,
+    AttemptRecord, Commit, Fenced, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
+    RunSummary, StepRecord, Store,
 )
 
 DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
-    "AttemptRecord", "Commit", "Fenced", "RunChange", "RunRecord",
-    "StepRecord", "Store", "open_store", "resolve_db_url",
+    "AttemptRecord", "Commit", "Fenced", "RunChange", "RunDetail", "RunPage", "RunQuery",
+    "RunRecord", "RunSummary", "StepRecord", "Store", "open_store", "resolve_db_url",
 ]
 
 

@@ -16,7 +16,7 @@ from typing import Any, Collection, Iterator
 
 from ..errors import Fenced, JournalCorrupt
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
@@ -108,7 +108,7 @@ class Commit:
 
 @dataclass(slots=True)
 class RunQuery:
-    """Which runs ``Store.list_runs`` returns: newest first, ``limit`` at a time.
+    """Which runs ``Store.query_runs`` returns: newest first, ``limit`` at a time.
 
     ``statuses`` empty means all; ``since``/``until`` bound ``created_at`` (since <=
     created_at < until); ``cursor`` is the ``next_cursor`` of the previous page."""
@@ -239,14 +239,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]: ...
 
+    @abc.abstractmethod
+    async def query_runs(self, query: RunQuery) -> RunPage:
+        """One page of run summaries, newest first (one indexed query however deep)."""
+
+    @abc.abstractmethod
+    async def run_detail(self, run_id: str) -> RunDetail | None:
+        """The run, its journal and its children's summaries, in one read."""
+
+    @abc.abstractmethod
     async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
         """Which of ``run_ids`` have a cancel requested (the cancel watcher's one query)."""
-        found = set()
-        for run_id in run_ids:
-            run = await self.get_run(run_id)
-            if run is not None and run.cancel_requested:
-                found.add(run_id)
-        return found
 
     @abc.abstractmethod
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,

@@ -26,18 +26,19 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Collection, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from ..errors import DbError
+from ..errors import DbError, JournalCorrupt
 from .base import (
-    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunRecord,
-    StepRecord, Store,
+    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunDetail, RunPage,
+    RunQuery, RunRecord, StepRecord, Store,
 )
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
+from .queries import SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
 
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
 
@@ -77,6 +78,19 @@ _MIGRATIONS: dict[int, list[str]] = {
         f"CREATE TABLE IF NOT EXISTS lashflow_blobs (hash TEXT {_C} PRIMARY KEY, data TEXT NOT NULL)",
     ],
     2: [],  # SQLite's attempt folding (ADR 0010); nothing changes here
+    # Version 3: the run list pages newest first by (created_at, run_id), filtered by
+    # status, process or parent, each an index range scan (lashflow.store.queries).
+    3: [
+        "DROP INDEX IF EXISTS lashflow_runs_by_status",
+        f"CREATE INDEX IF NOT EXISTS lashflow_runs_by_created ON lashflow_runs "
+        f"(created_at, run_id {_C})",
+        f"CREATE INDEX IF NOT EXISTS lashflow_runs_by_status_created ON lashflow_runs "
+        f"(status, created_at, run_id {_C})",
+        f"CREATE INDEX IF NOT EXISTS lashflow_runs_by_process_created ON lashflow_runs "
+        f"(process, created_at, run_id {_C})",
+        f"CREATE INDEX IF NOT EXISTS lashflow_runs_by_parent ON lashflow_runs "
+        f"(parent_run_id {_C}, created_at, run_id {_C})",
+    ],
 }
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
@@ -90,6 +104,19 @@ def _dumps(value: Any) -> str:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _corrupt(run_id: str, step_key: str, what: str) -> JournalCorrupt:
+    return JournalCorrupt(f"run {run_id}: journal entry {step_key} cannot be trusted: {what}; "
+                          "it will not be replayed (restore the database from a backup)",
+                          run_id=run_id)
+
+
+def _checked(run_id: str, step_key: str, what: str, text: str | None) -> Any:
+    try:
+        return _loads(text)
+    except ValueError as exc:
+        raise _corrupt(run_id, step_key, f"its {what} is not valid JSON ({exc})") from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -188,7 +215,7 @@ class _GroupRows:
                 run = change.run
                 rows.runs.append((index, change.run_id, run.status, _dumps(run.result),
                                   _dumps(run.error), _dumps(run.waiting), _float_or_none(run.wake_at),
-                                  run.release_lease))
+                                  run.release_lease, _float_or_none(run.updated_at)))
         return rows
 
     def writes_a_row_twice(self) -> bool:
@@ -400,6 +427,34 @@ class PostgresStore(Store):
             sql += f" LIMIT ${len(params)}"
         return [self._run_from_row(row) for row in await self._fetch(sql, *params)]
 
+    async def query_runs(self, query: RunQuery) -> RunPage:
+        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}")
+        return page_of(await self._fetch(sql, *params), query, _loads)
+
+    async def run_detail(self, run_id: str) -> RunDetail | None:
+        async with self._conn() as conn, conn.transaction(readonly=True):
+            row = await conn.fetchrow(
+                f"SELECT {self._RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1", run_id)
+            if row is None:
+                return None
+            detail = RunDetail(self._run_from_row(row))
+            try:
+                detail.steps, detail.attempts = await self._read_journal(conn, run_id)
+            except JournalCorrupt as exc:
+                detail.journal_error = exc
+            children = await conn.fetch(
+                f"SELECT {SUMMARY_COLUMNS} FROM lashflow_runs WHERE parent_run_id = $1 "
+                "ORDER BY created_at, run_id", run_id)
+        detail.children = [summary_from_row(child, _loads) for child in children]
+        return detail
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
+        if not run_ids:
+            return set()
+        rows = await self._fetch("SELECT run_id FROM lashflow_runs WHERE cancel_requested "
+                                 "AND run_id = ANY($1::text[])", list(run_ids))
+        return {row[0] for row in rows}
+
     # The common case in one statement: a row locked by another transaction is skipped,
     # never waited for, so many workers can claim at once without queueing on each other.
     _CLAIM_FREE = """
@@ -557,20 +612,32 @@ class PostgresStore(Store):
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         async with self._conn() as conn:
-            step_rows = await conn.fetch(
-                "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
-                "s.detail, s.seq, s.created_at, s.updated_at FROM lashflow_steps s LEFT JOIN "
-                "lashflow_blobs b ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
-            attempt_rows = await conn.fetch(
-                "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
-                "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
+            return await self._read_journal(conn, run_id)
+
+    @staticmethod
+    async def _read_journal(conn: asyncpg.Connection,
+                            run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        """The run's journal; a row that does not decode, or whose blob is missing, is
+        ``JournalCorrupt`` (as in SQLite), never a half-read step replay would trust."""
+        step_rows = await conn.fetch(
+            "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
+            "s.detail, s.seq, s.created_at, s.updated_at, s.blob FROM lashflow_steps s LEFT JOIN "
+            "lashflow_blobs b ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
+        attempt_rows = await conn.fetch(
+            "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
+            "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
         steps = []
         for row in step_rows:
-            outcome = row[6] if row[6] is not None else row[5]
-            steps.append(StepRecord(run_id, row[0], row[1], row[2], row[3], row[4], _loads(outcome),
-                                    _loads(row[7]) or {}, row[8], row[9], row[10]))
+            if row[11] is not None and row[6] is None:
+                raise _corrupt(run_id, row[0], f"its outcome blob {row[11]} is missing")
+            outcome = row[6] if row[11] is not None else row[5]
+            steps.append(StepRecord(
+                run_id, row[0], row[1], row[2], row[3], row[4],
+                _checked(run_id, row[0], "outcome", outcome),
+                _checked(run_id, row[0], "detail", row[7]) or {}, row[8], row[9], row[10]))
         attempts = [AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
-                                  _loads(row[5]) or {}, row[6], row[7]) for row in attempt_rows]
+                                  _checked(run_id, row[0], "attempt detail", row[5]) or {},
+                                  row[6], row[7]) for row in attempt_rows]
         return steps, attempts
 
     async def commit(self, change: Commit) -> None:
@@ -678,17 +745,17 @@ class PostgresStore(Store):
         run_updates AS (
             UPDATE lashflow_runs r SET status = u.status, result = u.result, error = u.error,
                 waiting = u.waiting, wake_at = {_WAKE_AT.format(new="u")},
-                updated_at = $31::float8,
+                updated_at = COALESCE(u.updated_at, r.updated_at),
                 lease_owner = CASE WHEN u.release THEN NULL ELSE r.lease_owner END,
                 lease_expires = CASE WHEN u.release THEN 0 ELSE r.lease_expires END
             FROM unnest($32::int[], $33::text[], $34::text[], $35::text[], $36::text[],
-                        $37::text[], $38::float8[], $39::boolean[])
-                 AS u(idx, run_id, status, result, error, waiting, wake_at, release)
+                        $37::text[], $38::float8[], $39::boolean[], $40::float8[])
+                 AS u(idx, run_id, status, result, error, waiting, wake_at, release, updated_at)
             WHERE r.run_id = u.run_id AND u.idx IN (SELECT idx FROM ok)
             -- claimable now (handed back, or parked but already due): wake idle workers
             RETURNING CASE WHEN (u.release AND r.status IN ('queued', 'running'))
                 OR (r.status = 'waiting' AND r.wake_at <= $31::float8)
-                THEN pg_notify($40::text, '') END)
+                THEN pg_notify($41::text, '') END)
         SELECT idx FROM ok"""
 
     async def _apply_in_one_statement(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -698,7 +765,7 @@ class PostgresStore(Store):
             list(range(len(changes))), [change.run_id for change in changes],
             [change.generation for change in changes],
             *_columns(rows.blobs, 3), *_columns(rows.steps, 13), *_columns(rows.attempts, 10),
-            time.time(), *_columns(rows.runs, 8), self._channel)
+            time.time(), *_columns(rows.runs, 9), self._channel)
         return {row[0] for row in found}
 
     async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -725,17 +792,17 @@ class PostgresStore(Store):
                     f"INSERT INTO lashflow_attempts ({_ATTEMPT_COLUMNS}) VALUES "
                     f"($1,$2,$3,$4,$5,$6,$7,$8,$9) {_ATTEMPT_UPSERT}", attempts)
             if runs := passed(rows.runs):
-                now = time.time()
                 await conn.executemany(
                     "UPDATE lashflow_runs r SET status = $2, result = $3, error = $4, waiting = $5, "
-                    f"wake_at = {_WAKE_AT.format(new='u')}, updated_at = $8, "
+                    f"wake_at = {_WAKE_AT.format(new='u')}, "
+                    "updated_at = COALESCE($8::float8, updated_at), "
                     "lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END, "
                     "lease_expires = CASE WHEN $7 THEN 0 ELSE lease_expires END "
                     "FROM (SELECT $2::text AS status, $6::float8 AS wake_at) u "
-                    "WHERE run_id = $1", [(*run, now) for run in runs])
+                    "WHERE run_id = $1", runs)
                 # claimable now, or perhaps due (a spurious wake-up costs one look)
                 if any((release and status in ("queued", "running")) or status == "waiting"
-                       for _, status, _, _, _, _, release in runs):
+                       for _, status, _, _, _, _, release, _ in runs):
                     await conn.execute("SELECT pg_notify($1, '')", self._channel)
         return ok
 

@@ -26,16 +26,17 @@ import secrets
 import sqlite3
 import time
 import zlib
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Collection, TypeVar
 
 import aiosqlite
 
 from ..errors import DbError
 from .base import (
-    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, JournalCorrupt, RunRecord,
-    StepRecord, Store,
+    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, JournalCorrupt, RunDetail,
+    RunPage, RunQuery, RunRecord, StepRecord, Store,
 )
 from .leases import owner_is_dead
+from .queries import SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
 
 T = TypeVar("T")
 _Write = Callable[[sqlite3.Connection], Any]  # a write op run inside the group transaction
@@ -75,6 +76,15 @@ _MIGRATIONS: dict[int, list[str]] = {
     # instead of a row of attempts (ADR 0010): no DDL, but a version 1 reader would miss
     # those attempts, so it must refuse the file.
     2: [],
+    # Version 3: the run list pages newest first by (created_at, run_id), filtered by
+    # status, process or parent, each an index range scan (lashflow.store.queries).
+    3: [
+        "DROP INDEX IF EXISTS runs_by_status",
+        "CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at, run_id)",
+        "CREATE INDEX IF NOT EXISTS runs_by_status_created ON runs (status, created_at, run_id)",
+        "CREATE INDEX IF NOT EXISTS runs_by_process_created ON runs (process, created_at, run_id)",
+        "CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_run_id, created_at, run_id)",
+    ],
 }
 
 
@@ -369,6 +379,43 @@ class SqliteStore(Store):
             return [self._run_from_row(row) for row in conn.execute(sql, params)]
         return await self._call(read)
 
+    async def query_runs(self, query: RunQuery) -> RunPage:
+        sql, params = page_sql(query, "runs", lambda n: "?")
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(sql, params).fetchall()
+        return page_of(await self._call(read), query, _loads)
+
+    async def run_detail(self, run_id: str) -> RunDetail | None:
+        def read(conn: sqlite3.Connection) -> RunDetail | None:
+            row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchone()
+            if row is None:
+                return None
+            detail = RunDetail(self._run_from_row(row))
+            try:
+                detail.steps, detail.attempts = self._read_journal(conn, run_id)
+            except JournalCorrupt as exc:
+                detail.journal_error = exc
+            detail.children = [summary_from_row(child, _loads) for child in conn.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE parent_run_id = ? "
+                "ORDER BY created_at, run_id", (run_id,))]
+            return detail
+        return await self._call(read)
+
+    async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
+        ids = list(run_ids)
+
+        def read(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                found.update(row[0] for row in conn.execute(
+                    "SELECT run_id FROM runs WHERE cancel_requested = 1 AND run_id IN "
+                    f"({','.join('?' * len(chunk))})", chunk))
+            return found
+        return await self._call(read) if ids else set()
+
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
                     steal_from_dead: bool = True) -> int | None:
         def write(conn: sqlite3.Connection) -> int | None:
@@ -447,26 +494,29 @@ class SqliteStore(Store):
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         """The run's journal; a row that cannot be trusted raises ``JournalCorrupt``
         (never a half-decoded step that replay would take as the truth)."""
-        def read(conn: sqlite3.Connection) -> tuple[list[StepRecord], list[AttemptRecord]]:
-            steps = []
-            folded = []
-            for row in conn.execute(
-                    "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
-                    "s.detail, s.seq, s.created_at, s.updated_at, s.blob FROM steps s LEFT JOIN "
-                    "blobs b ON b.hash = s.blob WHERE s.run_id = ? ORDER BY s.seq", (run_id,)):
-                step, attempt = _step_from_row(run_id, row)
-                steps.append(step)
-                if attempt is not None:
-                    folded.append(attempt)
-            attempts = []
-            for row in conn.execute(
-                    "SELECT step_key, attempt, status, code, message, detail, started_at, "
-                    "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)):
-                detail = _checked_json(run_id, row[0], "attempt detail", row[5])
-                attempts.append(AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
-                                              detail or {}, row[6], row[7]))
-            return steps, attempts + folded
-        return await self._call(read)
+        return await self._call(lambda conn: self._read_journal(conn, run_id))
+
+    @staticmethod
+    def _read_journal(conn: sqlite3.Connection,
+                      run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
+        steps = []
+        folded = []
+        for row in conn.execute(
+                "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
+                "s.detail, s.seq, s.created_at, s.updated_at, s.blob FROM steps s LEFT JOIN "
+                "blobs b ON b.hash = s.blob WHERE s.run_id = ? ORDER BY s.seq", (run_id,)):
+            step, attempt = _step_from_row(run_id, row)
+            steps.append(step)
+            if attempt is not None:
+                folded.append(attempt)
+        attempts = []
+        for row in conn.execute(
+                "SELECT step_key, attempt, status, code, message, detail, started_at, "
+                "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)):
+            detail = _checked_json(run_id, row[0], "attempt detail", row[5])
+            attempts.append(AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
+                                          detail or {}, row[6], row[7]))
+        return steps, attempts + folded
 
     async def commit(self, change: Commit) -> None:
         await self._write(change)
@@ -621,9 +671,10 @@ class SqliteStore(Store):
             conn.execute(
                 f"UPDATE runs SET status = ?, result = ?, error = ?, waiting = ?, wake_at = CASE "
                 f"WHEN ? = 'waiting' AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?) "
-                f"THEN wake_at ELSE ? END, updated_at = ?{lease} WHERE run_id = ?",
+                f"THEN wake_at ELSE ? END, updated_at = COALESCE(?, updated_at){lease} "
+                "WHERE run_id = ?",
                 (run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
-                 run.status, run.wake_at, run.wake_at, run.wake_at, time.time(), change.run_id))
+                 run.status, run.wake_at, run.wake_at, run.wake_at, run.updated_at, change.run_id))
 
     # -- completions and signals ---------------------------------------------------------
     _COMPLETION_COLUMNS = ("run_id, step_key, waiting, deadline_at, on_timeout, on_cancel, module, "

@@ -241,17 +241,27 @@ def test_list_with_filters(lf: Lf, example: Any, signal_flow: Path) -> None:
         lf("run", file, "--input", data, "--run-id", f"fan-{i}")
     lf("run", signal_flow, "--input", '{"who": "w"}', "--run-id", "gate-1")
     everything = lf("list", "--json").json["runs"]
-    assert [r["run_id"] for r in everything] == ["fan-0", "fan-1", "fan-2", "gate-1"]
+    # newest first
+    assert [r["run_id"] for r in everything] == ["gate-1", "fan-2", "fan-1", "fan-0"]
     assert set(everything[0]) >= {"run_id", "status", "process", "created_at", "updated_at",
                                   "parent_run_id"}
     assert [r["run_id"] for r in lf("list", "--status", "waiting", "--json").json["runs"]] == [
         "gate-1"]
-    assert [r["run_id"] for r in lf("list", "--process", "restock", "-n", "2", "--json").json[
-        "runs"]] == ["fan-1", "fan-2"]
+    first = lf("list", "--process", "restock", "-n", "2", "--json").json
+    assert [r["run_id"] for r in first["runs"]] == ["fan-2", "fan-1"]
+    rest = lf("list", "--process", "restock", "-n", "2", "--cursor", first["next_cursor"],
+              "--json").json
+    assert [r["run_id"] for r in rest["runs"]] == ["fan-0"] and rest["next_cursor"] is None
+    both = lf("list", "--status", "waiting,finished", "-n", "3", "--json").json
+    assert [r["run_id"] for r in both["runs"]] == ["gate-1", "fan-2", "fan-1"]
     plain = lf("list", "--status", "finished")
-    assert plain.code == 0 and len(plain.out.splitlines()) == 3
-    assert all(" finished " in line and "restock" in line for line in plain.out.splitlines())
+    header, *rows = plain.out.splitlines()
+    assert plain.code == 0 and header.split()[:3] == ["RUN", "STATUS", "PROCESS"]
+    assert len(rows) == 3
+    assert all(" finished " in line and "restock" in line for line in rows)
     assert lf("list", "--status", "failed").out.strip() == "no runs with status failed"
+    bad = lf("list", "--cursor", "not-a-cursor")
+    assert bad.code == 2 and "bad cursor" in bad.err
 
 
 def test_show(lf: Lf, example: Any) -> None:
@@ -269,7 +279,7 @@ def test_show(lf: Lf, example: Any) -> None:
     shown = lf("show", run_id, "--json").json
     assert shown["status"] == "finished" and shown["process"] == "convert"
     steps = shown["steps"]
-    assert all(set(s) == STEP_KEYS for s in steps)
+    assert all(STEP_KEYS <= set(s) <= STEP_KEYS | {"args", "wake_at"} for s in steps)
     assert [s["attempts"] for s in steps] == [3, 4]
     assert [a["status"] for a in steps[1]["attempt_log"]] == ["failed"] * 3 + ["exhausted"]
     assert steps[0]["duration"] >= 0.05 + 0.1 - 0.01  # two backoff delays

@@ -75,11 +75,12 @@ async def test_upserts_keep_identity_and_position(store: Store) -> None:
 async def test_run_change_updates_the_run_row(store: Store) -> None:
     generation = await started_run(store, "r")
     waits = [{"kind": "key", "step_key": "s:0"}, {"kind": "sleep", "wake_at": 50.0}]
-    await store.commit(Commit("r", generation, run=RunChange("waiting", waiting=waits, wake_at=50.0)))
+    await store.commit(Commit("r", generation, run=RunChange("waiting", waiting=waits, wake_at=50.0,
+                                                             updated_at=42.0)))
     run = await store.get_run("r")
     assert run is not None
     assert (run.status, run.waiting, run.wake_at, run.lease_owner) == ("waiting", waits, 50.0, "w1")
-    assert run.updated_at > 0
+    assert run.updated_at == 42.0  # the caller's clock, never the store's
     await store.commit(Commit("r", generation, run=RunChange(
         "failed", error={"code": "tool_exception", "message": "x"}, release_lease=True)))
     run = await store.get_run("r")

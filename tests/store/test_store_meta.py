@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lashflow.errors import DbError
-from lashflow.store import RunRecord, open_store
+from lashflow.store import RunQuery, RunRecord, open_store
 from lashflow.store.base import SCHEMA_VERSION
 
 
@@ -93,6 +93,7 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
         steps, attempts = await store.load_journal("r")
         assert [s.outcome for s in steps] == [1]
         assert attempts == [AttemptRecord("r", "k:0", 1, "ok")]
-    async with backend.make():  # it was migrated: no migration runs again
-        pass
-    assert SCHEMA_VERSION == 2
+    async with backend.make() as store:  # it was migrated: no migration runs again
+        page = await store.query_runs(RunQuery())  # version 3's run list works on it
+        assert [run.run_id for run in page.runs] == ["r"]
+    assert SCHEMA_VERSION == 3

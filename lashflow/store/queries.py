@@ -1,0 +1,97 @@
+"""The run list's SQL, shared by both backends: filters, keyset pagination, summaries.
+
+Pages are keyed by ``(created_at, run_id)``, newest first: a page is one indexed range
+scan however deep it is (no OFFSET), and the cursor is that key, opaque to callers.
+Several statuses become one ``UNION ALL`` of per-status scans, each served by the
+``(status, created_at, run_id)`` index, so no page ever sorts the whole table.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Callable
+
+from ..errors import JournalCorrupt, UsageError
+from .base import RunPage, RunQuery, RunSummary
+
+SUMMARY_COLUMNS = ("run_id, process, status, parent_run_id, created_at, updated_at, waiting, "
+                   "error, wake_at, cancel_requested, lease_owner, lease_expires, meta")
+
+
+def encode_cursor(created_at: float, run_id: str) -> str:
+    raw = json.dumps([created_at, run_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, run_id = json.loads(raw)
+        if isinstance(created_at, (int, float)) and isinstance(run_id, str):
+            return float(created_at), run_id
+    except (ValueError, TypeError):
+        pass
+    raise UsageError(f"bad cursor {cursor[:40]!r}: pass the next_cursor a page returned")
+
+
+def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str]) -> tuple[str, list[Any]]:
+    """One SELECT for one page (``limit + 1`` rows: the extra one says a next page
+    exists). ``placeholder(n)`` spells the n-th parameter (``?`` or ``$n``)."""
+    params: list[Any] = []
+
+    def param(value: Any) -> str:
+        params.append(value)
+        return placeholder(len(params))
+
+    def scan(status: str | None) -> str:
+        where = []
+        if status is not None:
+            where.append(f"status = {param(status)}")
+        if query.process is not None:
+            where.append(f"process = {param(query.process)}")
+        if query.parent is not None:
+            where.append(f"parent_run_id = {param(query.parent)}")
+        if query.since is not None:
+            where.append(f"created_at >= {param(query.since)}")
+        if query.until is not None:
+            where.append(f"created_at < {param(query.until)}")
+        if query.cursor is not None:
+            created_at, run_id = decode_cursor(query.cursor)
+            where.append(f"(created_at, run_id) < ({param(created_at)}, {param(run_id)})")
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        return (f"SELECT {SUMMARY_COLUMNS} FROM {table}{clause} "
+                f"ORDER BY created_at DESC, run_id DESC LIMIT {int(query.limit) + 1}")
+
+    statuses = sorted(set(query.statuses))
+    if len(statuses) <= 1:
+        return scan(statuses[0] if statuses else None), params
+    parts = " UNION ALL ".join(f"SELECT * FROM ({scan(status)}) AS s{i}"
+                               for i, status in enumerate(statuses))
+    return (f"SELECT * FROM ({parts}) AS page ORDER BY created_at DESC, run_id DESC "
+            f"LIMIT {int(query.limit) + 1}"), params
+
+
+def summary_from_row(row: Any, loads: Callable[[str | None], Any]) -> RunSummary:
+    try:
+        meta = loads(row[12]) or {}
+        waiting, error = loads(row[6]) or [], loads(row[7])
+    except ValueError as exc:
+        raise JournalCorrupt(f"run {row[0]}: its row in the runs table is corrupt ({exc}); "
+                             "restore the database from a backup", run_id=row[0]) from None
+    return RunSummary(
+        run_id=row[0], process=row[1], status=row[2], parent_run_id=row[3],
+        created_at=row[4], updated_at=row[5], waiting=waiting, error=error, wake_at=row[8], cancel_requested=bool(row[9]),
+        lease_owner=row[10], lease_expires=row[11], note=meta.get("note"))
+
+
+def page_of(rows: list[Any], query: RunQuery, loads: Callable[[str | None], Any]) -> RunPage:
+    """The page's summaries and the cursor of the next page (None on the last)."""
+    summaries = [summary_from_row(row, loads) for row in rows[: query.limit]]
+    more = len(rows) > query.limit and summaries
+    last = summaries[-1] if more else None
+    return RunPage(summaries, encode_cursor(last.created_at, last.run_id) if last else None)
+
+
+__all__ = ["SUMMARY_COLUMNS", "decode_cursor", "encode_cursor", "page_of", "page_sql",
+           "summary_from_row"]
