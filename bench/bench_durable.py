@@ -1,4 +1,4 @@
-"""Durable-run benchmarks: SPEC.md section 9, items 1, 2 and 4, printed as one table.
+"""Durable-run benchmarks (sequential steps/s, concurrent runs, kill -> resume), printed as one table.
 
 What is measured (each figure in a fresh subprocess with a fresh SQLite file under one
 temporary folder, so no measurement inherits another's memory, caches or WAL):
@@ -450,7 +450,7 @@ def print_table(rows: list[Row]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Durable-run benchmarks (SPEC 9 items 1, 2, 4).")
+    parser = argparse.ArgumentParser(description="Durable-run benchmarks.")
     parser.add_argument("--quick", action="store_true", help="scaled down (about a minute)")
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS peer")
     parser.add_argument("--repeat", type=int, help="repetitions of each throughput figure")

@@ -1,4 +1,4 @@
-"""Interpreter speed on a pure loop (SPEC.md section 9, bar 3) against CPython.
+"""Interpreter speed on a pure loop against CPython.
 
 Runs the same loop of 1,000,000 iterations doing arithmetic and record updates in
 Lashlang and in plain CPython, and prints iterations per second and the ratio.

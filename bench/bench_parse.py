@@ -1,4 +1,4 @@
-"""Parse + link speed of the Lashlang front end (SPEC 9 bar 3: a 5,000-line file < 0.5 s).
+"""Parse + link speed of the Lashlang front end.
 
 Run: ``python bench/bench_parse.py [--lines 5000] [--earley-lines 500] [--repeat 5]``.
 

@@ -1,4 +1,4 @@
-"""Tool-layer benchmarks (SPEC 9 bar 5).
+"""Tool-layer benchmarks.
 
 1. Dispatch overhead per call in a batch of 100 no-op tools: the batch's wall time
    minus what the bare coroutines cost when gathered directly, divided by 100.

@@ -62,7 +62,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def _finish(display: Display, outcome: Any, started: float | None = None) -> int:
-    """Report a run outcome; the exit code follows its status (SPEC 6)."""
+    """Report a run outcome; the exit code follows its status."""
     if display.as_json:
         stdout(dumps(outcome.to_json()))
     else:

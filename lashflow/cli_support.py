@@ -1,6 +1,6 @@
 """Plumbing shared by the ``lashflow`` commands: exits, one-line errors, option parsing.
 
-The CLI's contract (SPEC 6) lives here so every command keeps it the same way: exit codes
+The CLI's contract lives here so every command keeps it the same way: exit codes
 by run status, ``error[code]: message`` on stderr (never a traceback), and with ``--json``
 exactly one JSON object on stdout, errors included.
 """
@@ -60,7 +60,7 @@ def dumps(data: Any) -> str:
 
 
 def error_json(exc: LashflowError) -> dict[str, Any]:
-    """The ``error`` object of SPEC 6: code, message and, when known, kind/line/column."""
+    """The ``error`` object every command prints: code, message and, when known, kind/line/column."""
     data: dict[str, Any] = {"code": exc.code, "message": exc.message}
     diagnostic = getattr(exc, "diagnostic", None)
     if diagnostic is not None and diagnostic.line is not None:

@@ -1,4 +1,4 @@
-"""Journal consistency checker: the data-level invariants of SPEC 4, run over a store.
+"""Journal consistency checker: the journal's data-level invariants, run over a store.
 
 ``check_store(store)`` walks every run's journal (one ``load_journal`` each) and
 returns the problems it finds; an empty list means the journal is consistent. It

@@ -1,7 +1,7 @@
 """An in-memory ``Host`` for tests: stub tools, inline child runs, queued signals.
 
-Nothing is journaled and sleeps are instant. Stub tools follow CONFORMANCE.md
-"Conventions": ``{"ok": V}``, ``{"error": "m"}``, ``"echo"``, ``{"seq": [...]}``,
+Nothing is journaled and sleeps are instant. Stub tools are
+written as: ``{"ok": V}``, ``{"error": "m"}``, ``"echo"``, ``{"seq": [...]}``,
 ``{"by": {"field", "cases", "default"}}``, or any callable taking the tool's input
 object (sync or async; an exception becomes ``{ok: false, error: str(exc)}``).
 Child processes run as asyncio tasks of the same program; ``await`` joins them.

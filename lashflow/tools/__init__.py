@@ -1,4 +1,4 @@
-"""The tool layer (SPEC 3): defining tools, dispatching batches, attempts and retries,
+"""The tool layer: defining tools, dispatching batches, attempts and retries,
 deferred completion, direct model completions and the output budget.
 
 Usable without the language: the journal, clock, completion storage and model

@@ -1,4 +1,4 @@
-"""Attempts and retries (SPEC 3.5): one journal entry per attempt, backoff inside the call.
+"""Attempts and retries: one journal entry per attempt, backoff inside the call.
 
 ``run_attempts`` is the whole life of one call up to a final (or pending) outcome. It
 needs no language and no store: the journal and the clock are injected, and the first

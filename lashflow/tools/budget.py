@@ -1,4 +1,4 @@
-"""The tool-output budget (SPEC 3.6): what a person or model is shown of a big output.
+"""The tool-output budget: what a person or model is shown of a big output.
 
 The journal always keeps the full value; this only shapes the *projected* text. Lines
 follow Rust's ``str::lines`` (the original's rule), sizes are UTF-8 bytes (or

@@ -1,4 +1,4 @@
-"""Deferred completion (SPEC 3.4): first-writer-wins resolution of completion keys.
+"""Deferred completion: first-writer-wins resolution of completion keys.
 
 ``CompletionBook`` holds the rules (who wins between a resolver, the deadline and a
 cancel; unknown, already-resolved and expired answers) and nothing else: the records

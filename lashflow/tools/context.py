@@ -29,7 +29,7 @@ NESTED_DISPATCH_MESSAGE = (
 
 
 class NestedDispatch:
-    """``call.context.dispatch()``: refuses every call, runs nothing (SPEC 3.3).
+    """``call.context.dispatch()``: refuses every call, runs nothing.
 
     An attempt is one journal entry; work needing several durable effects belongs in a
     process where each awaited call is its own attempt.
@@ -57,7 +57,7 @@ class DirectCompletions:
         request = CompletionRequest.coerce(request)
         projector = self._context._projector
         if projector is not None and any(m.get("role") == "tool" for m in request.messages):
-            # Tool results sent on to a model pass the output budget (SPEC 3.6 site two).
+            # Tool results sent on to a model pass the output budget.
             request = replace(request, messages=[
                 {**m, "content": projector.project(m.get("content"), hint=DEFAULT_HINT)} if m.get("role") == "tool"
                 else m

@@ -1,4 +1,4 @@
-"""Tool definitions and the provider protocol (SPEC 3.1, low level).
+"""Tool definitions and the provider protocol.
 
 A ``ToolDefinition`` is the catalog-facing description of one tool (name, module,
 schemas, options). ``RegisteredTool`` pairs it with the code that executes it: that is
@@ -74,7 +74,7 @@ class ToolDefinition:
 class ToolObject(Protocol):
     """A tool written as an object: a ``definition`` and ``async execute(call)``.
 
-    It may also define ``async cancel_external(self, key)`` (SPEC 3.4).
+    It may also define ``async cancel_external(self, key)``.
     """
 
     definition: ToolDefinition

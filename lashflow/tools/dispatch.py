@@ -1,4 +1,4 @@
-"""The batch dispatcher (SPEC 3.3): every call of a batch starts at once, results come
+"""The batch dispatcher: every call of a batch starts at once, results come
 back in emission order.
 
 The dispatcher is engine-wide (it owns the per-tool ``max_concurrency`` semaphores);

@@ -1,4 +1,4 @@
-"""Completion keys: signed, self-describing names for one pending call (SPEC 3.4).
+"""Completion keys: signed, self-describing names for one pending call.
 
 A key is ``lfk_`` + base64url(payload) + ``.`` + base64url(HMAC-SHA256(secret, payload)),
 where the payload is the compact JSON ``[run_id, step_key]``. Deriving it again for the

@@ -1,4 +1,4 @@
-"""Model providers for direct completions (SPEC 3.5).
+"""Model providers for direct completions.
 
 A tool asks a model for text through ``call.context.direct_completions()``; the engine
 supplies the provider. The call runs inside the open attempt (no journal entry of its

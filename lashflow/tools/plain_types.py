@@ -6,8 +6,7 @@ keeps the two equal) and a call whose values already have the declared types is
 accepted by an ``isinstance``-level check. Anything else -- another annotation, a value
 pydantic would coerce or refuse, a missing or extra key -- goes to pydantic, so
 behaviour and error messages are pydantic's. The point is start-up time: a resumed run
-reaches its first step without importing pydantic or building models (SPEC 9: kill ->
-first resumed step <= 0.3 s), and each call skips a model validation.
+reaches its first step without importing pydantic or building models, and each call skips a model validation.
 """
 
 from __future__ import annotations

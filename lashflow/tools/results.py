@@ -1,4 +1,4 @@
-"""What one tool attempt answers (SPEC 3.2) and how a deferred answer waits (SPEC 3.4).
+"""What one tool attempt answers and how a deferred answer waits.
 
 ``ToolResult`` is the tool author's vocabulary; the attempt runner turns it into a
 ``ToolOutcome`` (the journal's record) and from there into what the process sees.
@@ -65,7 +65,7 @@ class OnCancel(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PendingCompletion:
-    """How long a deferred result may take and what timeout/cancel do (SPEC 3.4)."""
+    """How long a deferred result may take and what timeout/cancel do."""
 
     deadline: timedelta | None = None
     on_timeout: OnTimeout = OnTimeout.ERROR_AS_RESULT

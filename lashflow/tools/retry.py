@@ -1,4 +1,4 @@
-"""Retry policies (SPEC 3.5): how many attempts, and how long between them."""
+"""Retry policies: how many attempts, and how long between them."""
 
 from __future__ import annotations
 
