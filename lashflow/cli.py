@@ -13,7 +13,7 @@ import signal as signals
 import time
 from pathlib import Path
 from shlex import quote
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import typer
 
@@ -163,21 +163,87 @@ def resume(
 ) -> None:
     """Continue one run from its journal: recorded steps replay, the first unrecorded one
     runs. A settled run is shown unchanged. Exit codes as `run`."""
+    go = _driving(as_json, db, tools, f"resume {run_id}", max_wait, follow, source,
+                  lambda eng: eng.resume(run_id, source, retry_interrupted=retry_interrupted))
+    raise typer.Exit(run_async(go, as_json, source_or_none(source),
+                               str(source) if source else None, run_id))
+
+
+def _driving(as_json: bool, db: Optional[str], tools: list[str], label: str, max_wait: float,
+             follow: bool, source: Optional[Path],
+             act: Callable[[Any], Awaitable[Any]]) -> Callable[[], Awaitable[int]]:
+    """A command that drives one run: ``act(engine)`` starts it, then ``settle`` keeps
+    it going (short sleeps, ``--follow``) with a live status line, then the report."""
     display = Display(as_json)
-    text = source_or_none(source)
     started = time.monotonic()
 
     async def go() -> int:
         if source is not None:
             read_source(source)
         async with engine(db, tools) as eng:
-            with LiveStatus.for_command(as_json, f"resume {run_id}") as live:
+            with LiveStatus.for_command(as_json, label) as live:
                 eng.listeners.append(live.on_event)
-                outcome = await eng.resume(run_id, source, retry_interrupted=retry_interrupted)
-                outcome = await settle(eng, outcome, max_wait, follow, live)
+                outcome = await settle(eng, await act(eng), max_wait, follow, live)
             return _finish(display, outcome, started)
 
-    raise typer.Exit(run_async(go, as_json, text, str(source) if source else None, run_id))
+    return go
+
+
+@app.command()
+def retry(
+    run_id: str = typer.Argument(..., metavar="RUN",
+                                 help="A failed, cancelled or needs_attention run.",
+                                 show_default=False),
+    source: Optional[Path] = typer.Option(None, "--source", metavar="FILE",
+                                          help="Retry under this edited .lash file; recorded "
+                                               "steps must still match (else replay_mismatch)."),
+    tools: list[str] = ToolsOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+    max_wait: float = MaxWaitOption,
+    follow: bool = FollowOption,
+) -> None:
+    """Run a stopped run again: recorded successes replay, the first step that did not
+    succeed and every step after it run again; their old attempts stay in the journal
+    (`show`). Exit codes as `run`."""
+    go = _driving(as_json, db, tools, f"retry {run_id}", max_wait, follow, source,
+                  lambda eng: eng.retry(run_id, source))
+    raise typer.Exit(run_async(go, as_json, source_or_none(source),
+                               str(source) if source else None, run_id))
+
+
+@app.command()
+def fork(
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to fork.", show_default=False),
+    from_step: str = typer.Option(..., "--from", metavar="STEP",
+                                  help="Copy the journal before this step (a step key, or the "
+                                       "row number `show` prints); the fork runs on from it."),
+    sets: list[str] = typer.Option([], "--set", metavar="STEP=JSON",
+                                   help="Record JSON as this tool step's successful result in "
+                                        "the fork (repeatable)."),
+    new_run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID",
+                                             help="The fork's run id (default: generated)."),
+    tools: list[str] = ToolsOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+    max_wait: float = MaxWaitOption,
+    follow: bool = FollowOption,
+) -> None:
+    """A new run from a run's journal before a step, optionally with some tool results
+    set by hand ("what if approval had said no"), driven on at once. The fork records
+    `forked_from`, the original its `forks`. Exit codes as `run`."""
+
+    async def act(eng: Any) -> Any:
+        overrides: dict[str, Any] = {}
+        for item in sets:
+            key, eq, value = item.partition("=")
+            if not eq or not key:
+                raise UsageError(f"--set {item!r}: expected STEP=JSON")
+            overrides[key] = parse_json_option(value, f"--set {key}")
+        return await eng.fork(run_id, from_step, set=overrides, run_id_of_fork=new_run_id)
+
+    go = _driving(as_json, db, tools, f"fork {run_id}", max_wait, follow, None, act)
+    raise typer.Exit(run_async(go, as_json, run_id=run_id))
 
 
 @app.command()
@@ -488,6 +554,8 @@ def signal(
 @app.command()
 def cancel(
     run_id: str = typer.Argument(..., metavar="RUN", help="The run to cancel.", show_default=False),
+    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
+                                         help="Why: kept in the run's error and shown."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -498,8 +566,15 @@ def cancel(
 
     async def go() -> int:
         async with engine(db) as eng:
-            status = await eng.cancel(run_id)
+            before = (await eng.get(run_id)).status
+            status = await eng.cancel(run_id, reason)
             outcome = await eng.get(run_id)
+        if before.settled:  # nothing to cancel: say so, change nothing
+            if as_json:
+                stdout(dumps(dict(outcome.to_json(), already_settled=True)))
+            else:
+                display.line(f"run {run_id} is already {before.value}; it is left as it is")
+            return 0
         if as_json:
             data = outcome.to_json()
             if outcome.status.value != "cancelled":

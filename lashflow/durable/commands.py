@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import MissingTools, RunBusy, RunSettled
+from ..errors import LashflowError, MissingTools, RunBusy, RunSettled
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, Store
 from ..tools.clock import Clock
 from .driver import Driver
+from .programs import Programs, signal_names
 from .reads import Reads
 from .tool_runner import ToolRunner
 
@@ -29,8 +30,9 @@ class Delivery:
 
 class Commands:
     def __init__(self, store: Store, clock: Clock, driver: Driver, tools: ToolRunner,
-                 reads: Reads) -> None:
+                 reads: Reads, programs: Programs) -> None:
         self.store = store
+        self.programs = programs
         self.clock = clock
         self.driver = driver
         self.tools = tools
@@ -47,17 +49,36 @@ class Commands:
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
             raise RunSettled(f"run {run_id} is {run.status}; it takes no signals")
+        declared = await self._declared_signals(run)
+        if name not in declared:
+            names = ", ".join(f"`{n}`" for n in declared) or "none"
+            raise LashflowError(f"run {run_id} ({run.process or 'main block'}) takes no "
+                                f"signal `{name}`; its signals: {names}", code="unknown_signal")
         await self.store.add_signal(run_id, name, payload)
         return await self._after_delivery(run_id, resume, lambda current: any(
             w.get("kind") == "signal" and w.get("signal") == name for w in current.waiting))
 
-    async def cancel(self, run_id: str) -> RunStatus:
+    async def _declared_signals(self, run: RunRecord) -> list[str]:
+        """The signal names the run's process declares or waits for."""
+        text = await self.store.get_source(run.source_hash)
+        if text is None or run.process is None:
+            return []
+        decl = self.programs.parse(text).process(run.process)
+        return signal_names(decl) if decl is not None else []
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> RunStatus:
+        """Cancel a run (``reason`` is kept on it and shown); a settled run is left as it
+        is and its status returned."""
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
             return RunStatus(run.status)
+        if reason:
+            await self.store.update_meta(run_id,
+                                         lambda meta: meta.__setitem__("cancel_reason", reason))
         await self.store.request_cancel(run_id)
         active = self.driver.active(run_id)
         if active is not None:  # driven here right now: it stops at its next effect
+            active.flags.cancel_reason = reason
             active.flags.request_cancel()
             return RunStatus.RUNNING
         if run.status in ("waiting", "queued", "needs_attention"):

@@ -294,7 +294,7 @@ class Driver:
                 return await self._journal_corrupt(drive, exc)
             steps, attempts = [], []  # a cancel replays nothing
         journal = RunJournal(self.store, run.run_id, drive.generation, self.clock, self.events,
-                             steps, attempts)
+                             steps, attempts, run.meta.get("retries"))
         assert self.family is not None
         host = DurableHost(run, drive.compiled.source_hash, journal, self.tools, self.family,
                            drive.flags, self.limits)
@@ -379,8 +379,9 @@ class Driver:
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
         await host.journal.flush_held()
         steps, attempts = await self.tools.cancel_pending(host.journal)
-        change = RunChange("cancelled", error={"code": "cancelled",
-                                               "message": "lashlang process was cancelled"},
+        reason = drive.flags.cancel_reason or drive.run.meta.get("cancel_reason")
+        message = "lashlang process was cancelled" + (f": {reason}" if reason else "")
+        change = RunChange("cancelled", error={"code": "cancelled", "message": message},
                            release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(drive.run.run_id, drive.generation, steps, attempts,
                                        run=change))

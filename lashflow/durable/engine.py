@@ -25,6 +25,7 @@ from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
 from .events import Events, Listener
+from .operator import Operator
 from .outcome import RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
@@ -71,10 +72,12 @@ class Engine:
         self.tools = ToolRunner(self.store, self.clock, self.events, model_provider)
         self.programs = Programs(self.tools.catalog)
         self.reads = Reads(self.store, self.tools, self.clock)
+        self.operator = Operator(self.store, self.clock, self.reads)
         self.driver = Driver(self.store, self.clock, self.limits, self.programs, self.tools,
                              self.reads, self.events, owner=self.owner, lease_ttl=lease_ttl,
                              concurrency=concurrency)
-        self.commands = Commands(self.store, self.clock, self.driver, self.tools, self.reads)
+        self.commands = Commands(self.store, self.clock, self.driver, self.tools, self.reads,
+                                 self.programs)
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
@@ -186,6 +189,21 @@ class Engine:
         await self.driver.drain_follow_ups()
         return outcome
 
+    async def retry(self, run_id: str, source: str | os.PathLike[str] | None = None) -> RunOutcome:
+        """Continue a failed, cancelled or needs_attention run: recorded successes replay,
+        the first step that did not succeed and every step after it run again (under the
+        stored source, or an edited ``source``). The old attempts stay in the journal."""
+        await self.operator.reopen_for_retry(run_id)
+        return await self.resume(run_id, source)
+
+    async def fork(self, run_id: str, from_step: str, *, set: dict[str, Any] | None = None,
+                   run_id_of_fork: str | None = None) -> RunOutcome:
+        """A new run with the journal of ``run_id`` before ``from_step`` (a step key or the
+        row number ``show`` prints), each step in ``set`` recorded as if its tool had
+        returned that value, driven on from there. Linked both ways (``forked_from``)."""
+        new_id = await self.operator.fork(run_id, from_step, dict(set or {}), run_id_of_fork)
+        return await self.resume(new_id)
+
     async def recover(self) -> list[RunOutcome]:
         """Drive every run whose owner is gone, and every waiting run whose timer is due.
         A run another process takes meanwhile is left to it; the others are driven."""
@@ -231,9 +249,10 @@ class Engine:
                      resume: bool = True) -> RunStatus:
         return await self.commands.signal(run_id, name, payload, resume=resume)
 
-    async def cancel(self, run_id: str) -> RunStatus:
-        """A parked run settles ``cancelled`` at once; a running one at its next effect."""
-        return await self.commands.cancel(run_id)
+    async def cancel(self, run_id: str, reason: str | None = None) -> RunStatus:
+        """A parked run settles ``cancelled`` at once; a running one at its next effect.
+        ``reason`` is kept in the run's error message. A settled run is left as it is."""
+        return await self.commands.cancel(run_id, reason)
 
     # -- inspection ----------------------------------------------------------------------
     async def get(self, run_id: str) -> RunOutcome:

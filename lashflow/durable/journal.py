@@ -30,6 +30,7 @@ class DriveFlags:
     cancel_requested: bool = False
     drain_requested: bool = False
     retry_interrupted: bool = False
+    cancel_reason: str | None = None
     cancel_signal: CancelSignal = field(default_factory=CancelSignal)
 
     def request_cancel(self) -> None:
@@ -52,17 +53,32 @@ def check_journal(run_id: str, steps: list[StepRecord]) -> None:
             raise JournalCorrupt.of(run_id, step.step_key, "a tool step without a usable outcome")
 
 
+def retired(step: StepRecord, retries: list[dict[str, Any]]) -> bool:
+    """Whether a retry of the run took ``step`` out of replay: a retry retires every step
+    from its ``from_seq`` on that was written before it (a step written by a later drive
+    carries that drive's retry number in ``detail["retry"]``)."""
+    written_in = step.detail.get("retry", 0)
+    return any(retry["from_seq"] <= step.seq for retry in retries[written_in:])
+
+
 class RunJournal:
-    """The recorded steps and attempts of one run, and the writes of one drive of it."""
+    """The recorded steps and attempts of one run, and the writes of one drive of it.
+
+    ``retries``: the run's retries (``lashflow retry``); steps they retired are not
+    replayed, but their attempts stay known so new attempts go on numbering after them."""
 
     def __init__(self, store: Store, run_id: str, generation: int, clock: Clock, events: Events,
-                 steps: list[StepRecord], attempts: list[AttemptRecord]) -> None:
+                 steps: list[StepRecord], attempts: list[AttemptRecord],
+                 retries: list[dict[str, Any]] | None = None) -> None:
+        retries = retries or []
         self.store = store
         self.run_id = run_id
         self.generation = generation
         self.clock = clock
         self.events = events
-        self.steps: dict[str, StepRecord] = {step.step_key: step for step in steps}
+        self.retry = len(retries)
+        self.steps: dict[str, StepRecord] = {step.step_key: step for step in steps
+                                             if not (retries and retired(step, retries))}
         self.attempts: dict[str, list[AttemptRecord]] = {}
         for attempt in attempts:
             self.attempts.setdefault(attempt.step_key, []).append(attempt)
@@ -82,6 +98,8 @@ class RunJournal:
         """A step record at the next sequence number (written by a later ``commit``)."""
         now = self.clock.now()
         detail = dict(detail or {})
+        if self.retry:
+            detail["retry"] = self.retry
         args_hash = None
         if args is not None:
             text = canonical_json(args) if args_text is None else args_text
@@ -135,4 +153,4 @@ class RunJournal:
                                     "kind": step.kind, "tool": step.tool, "status": step.status})
 
 
-__all__ = ["DriveFlags", "MAX_DETAIL_ARGS", "RunJournal", "check_journal"]
+__all__ = ["DriveFlags", "MAX_DETAIL_ARGS", "RunJournal", "check_journal", "retired"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,12 +73,35 @@ def entry_of(module: ast.Module, process: str | None) -> ast.ProcessDecl | None:
     raise UsageError(f"the file has several processes ({names}); choose one with --process")
 
 
+def signal_names(decl: ast.ProcessDecl) -> list[str]:
+    """The signals a process can take: those it declares (``signals { ... }``) and those
+    its body waits for (``wait_signal`` names are always literals)."""
+    names = [param.name for param in decl.signals]
+    stack: list[Any] = [decl.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.WaitSignal):
+            if node.name not in names:
+                names.append(node.name)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif is_dataclass(node):
+            stack.extend(getattr(node, f.name) for f in fields(node))
+    return names
+
+
 class Programs:
     """The compile cache of one engine; ``catalog`` gives the tools linked against."""
 
     def __init__(self, catalog: Callable[[], Any]) -> None:
         self._catalog = catalog
         self._compiled: dict[str, Compiled] = {}
+
+    def parse(self, source: str) -> ast.Module:
+        """The module's declarations only (no tools needed): compiled if cached, else
+        parsed."""
+        compiled = self._compiled.get(source_digest(source))
+        return compiled.module if compiled is not None else parse(source)
 
     def compile(self, source: str) -> Compiled:
         """Parse, link against the registered tools and compile; cached per source text."""
@@ -93,4 +116,4 @@ class Programs:
 
 
 __all__ = ["Compiled", "Programs", "Source", "entry_of", "is_source_path", "read_source",
-           "source_digest"]
+           "signal_names", "source_digest"]

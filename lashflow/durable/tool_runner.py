@@ -289,6 +289,8 @@ class ToolRunner:
                 first = self._next_attempt(journal, effect, retry_interrupted)
                 interrupted += [a for a in journal.attempts.get(effect.step, [])
                                 if a.status == "interrupted"]
+            elif effect.step in journal.attempts:  # a step a retry retired: go on numbering
+                first = 1 + max(a.attempt for a in journal.attempts[effect.step])
             planned.append(DispatchCall(effect.module, effect.operation, payload, effect.step, first))
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)

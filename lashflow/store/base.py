@@ -12,7 +12,7 @@ import abc
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 from ..errors import Fenced, JournalCorrupt
 
@@ -283,8 +283,25 @@ class Store(abc.ABC):
         await self.mark_due(run_id, at)
 
     @abc.abstractmethod
+    async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``edit`` to the run's ``meta`` dict under the row's lock (no lost update
+        between two writers); nothing happens for an unknown run."""
+
     async def set_note(self, run_id: str, note: str | None) -> None:
         """An operator-facing note on the run (e.g. which worker lacks which tools)."""
+        def edit(meta: dict[str, Any]) -> None:
+            if note is None:
+                meta.pop("note", None)
+            else:
+                meta["note"] = note
+        await self.update_meta(run_id, edit)
+
+    @abc.abstractmethod
+    async def reopen_run(self, run_id: str, now: float,
+                         edit: Callable[[dict[str, Any]], None]) -> bool:
+        """Put a stopped run (failed, cancelled, needs_attention) whose lease is free back
+        in the queue, its result, error, waits and cancel request cleared and ``edit``
+        applied to its meta, atomically. False if the run is not stopped (or is held)."""
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """Runs a worker may take now: queued or orphaned, and waiting runs that are due."""

@@ -26,7 +26,7 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Collection, Iterator
+from typing import Any, AsyncIterator, Callable, Collection, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -592,7 +592,7 @@ class PostgresStore(Store):
             "RETURNING CASE WHEN status = 'waiting' THEN pg_notify($4, '') END",
             float(at), run_id, list(statuses), self._channel)
 
-    async def set_note(self, run_id: str, note: str | None) -> None:
+    async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
         # Read-modify-write of the JSON text under the row lock (a jsonb round trip would
         # reorder the keys the other backend keeps).
         async with self._conn() as conn:
@@ -602,12 +602,29 @@ class PostgresStore(Store):
                 if row is None:
                     return
                 meta = _loads(row[0]) or {}
-                if note is None:
-                    meta.pop("note", None)
-                else:
-                    meta["note"] = note
+                edit(meta)
                 await conn.execute("UPDATE lashflow_runs SET meta = $1 WHERE run_id = $2",
                                    _dumps(meta), run_id)
+
+    async def reopen_run(self, run_id: str, now: float,
+                         edit: Callable[[dict[str, Any]], None]) -> bool:
+        async with self._conn() as conn:
+            async with conn.transaction():
+                row = await conn.fetchrow(
+                    "SELECT meta FROM lashflow_runs WHERE run_id = $1 AND status IN ('failed', "
+                    "'cancelled', 'needs_attention') AND (lease_owner IS NULL OR "
+                    "lease_expires < $2) FOR UPDATE", run_id, float(now))
+                if row is None:
+                    return False
+                meta = _loads(row[0]) or {}
+                edit(meta)
+                await conn.execute(
+                    "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
+                    "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
+                    "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1",
+                    run_id, float(now), _dumps(meta))
+                await conn.execute("SELECT pg_notify($1, '')", self._channel)  # it is queued
+        return True
 
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:

@@ -477,18 +477,34 @@ class SqliteStore(Store):
                          (at, at, run_id))
         await self._write(write)
 
-    async def set_note(self, run_id: str, note: str | None) -> None:
+    async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
         def write(conn: sqlite3.Connection) -> None:
             row = conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 return
             meta = _loads(row[0]) or {}
-            if note is None:
-                meta.pop("note", None)
-            else:
-                meta["note"] = note
+            edit(meta)
             conn.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run_id))
         await self._write(write)
+
+    async def reopen_run(self, run_id: str, now: float,
+                         edit: Callable[[dict[str, Any]], None]) -> bool:
+        def write(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT meta FROM runs WHERE run_id = ? AND status IN ('failed', 'cancelled', "
+                "'needs_attention') AND (lease_owner IS NULL OR lease_expires < ?)",
+                (run_id, now)).fetchone()
+            if row is None:
+                return False
+            meta = _loads(row[0]) or {}
+            edit(meta)
+            conn.execute(
+                "UPDATE runs SET status = 'queued', result = 'null', error = 'null', "
+                "waiting = '[]', wake_at = NULL, cancel_requested = 0, lease_owner = NULL, "
+                "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
+                (now, _dumps(meta), run_id))
+            return True
+        return bool(await self._write(write))
 
     # -- journal ---------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
@@ -516,7 +532,16 @@ class SqliteStore(Store):
             detail = _checked_json(run_id, row[0], "attempt detail", row[5])
             attempts.append(AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
                                           detail or {}, row[6], row[7]))
-        return steps, attempts + folded
+        # a folded first attempt also written as a row (a retried step keeps its history)
+        # counts once; one whose step has later attempts as rows goes before them
+        rows = {(a.step_key, a.attempt) for a in attempts}
+        for first in folded:
+            if (first.step_key, first.attempt) in rows:
+                continue
+            at = next((i for i, a in enumerate(attempts) if a.step_key == first.step_key),
+                      len(attempts))
+            attempts.insert(at, first)
+        return steps, attempts
 
     async def commit(self, change: Commit) -> None:
         await self._write(change)

@@ -1,0 +1,141 @@
+"""What an operator does to a stopped run: retry it, or fork a new run from one of its
+steps (optionally with a step's result set by hand).
+
+Retry continues the same run: the steps up to the first one that did not succeed replay,
+that step and every step after it run again. The old rows are not deleted: each retry is
+recorded in the run's meta (``retries``: the first sequence number it retired), steps it
+retired are hidden from replay by ``RunJournal``, and new attempts of a retired tool
+step go on numbering after the old ones, so ``show`` keeps the whole history.
+
+Fork copies the journal before a step into a new run (linked both ways: ``forked_from``
+on the new run, ``forks`` on the original) and drives it from there.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import LashflowError, RunBusy, RunConflict, UsageError
+from ..states import STOPPED
+from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
+from ..tools import OutcomeStatus, ToolOutcome
+from ..tools.clock import Clock
+from .reads import Reads
+
+RETRYABLE = STOPPED - {"finished"}
+
+
+def first_failure(steps: list[StepRecord]) -> int | None:
+    """The sequence number of the first step that did not succeed: a tool call that
+    ended other than ``ok``, or any step left unfinished. None when every step did."""
+    for step in sorted(steps, key=lambda s: s.seq):
+        if step.status != "done":
+            return step.seq
+        if step.kind == "tool" and isinstance(step.outcome, dict) and \
+                step.outcome.get("status") != "ok":
+            return step.seq
+    return None
+
+
+class Operator:
+    def __init__(self, store: Store, clock: Clock, reads: Reads) -> None:
+        self.store = store
+        self.clock = clock
+        self.reads = reads
+
+    async def reopen_for_retry(self, run_id: str) -> None:
+        """Put a failed, cancelled or needs_attention run back in the queue, retiring its
+        first failed step and everything after it."""
+        run = await self.reads.require(run_id)
+        if run.status not in RETRYABLE:
+            hint = ("; `lashflow resume` continues a run that has not stopped"
+                    if run.status not in STOPPED else "")
+            raise UsageError(f"run {run_id} is {run.status}: only a failed, cancelled or "
+                             f"needs_attention run can be retried{hint}",
+                             code="run_not_retryable")
+        steps, attempts = await self.store.load_journal(run_id)
+        from_seq = first_failure(steps)
+        if from_seq is None:
+            from_seq = max((s.seq for s in steps), default=0) + 1
+        retired = {s.step_key for s in steps if s.seq >= from_seq}
+        kept = [AttemptRecord(a.run_id, a.step_key, a.attempt, a.status, a.code, a.message,
+                              a.detail, a.started_at, a.finished_at)
+                for a in attempts if a.step_key in retired]
+        if kept:  # as rows of their own: the step rows they may ride in get rewritten
+            await self.store.commit(Commit(run_id, None, attempts=kept))
+        now = self.clock.now()
+
+        def record(meta: dict[str, Any]) -> None:
+            meta.setdefault("retries", []).append({"from_seq": from_seq, "at": now})
+        if not await self.store.reopen_run(run_id, now, record):
+            raise RunBusy(f"run {run_id} changed while it was being retried; look again")
+
+    async def fork(self, run_id: str, from_step: str, overrides: dict[str, Any],
+                   new_run_id: str | None = None) -> str:
+        """Create the fork (queued, not driven) and return its id."""
+        run = await self.reads.require(run_id)
+        steps, attempts = await self.store.load_journal(run_id)
+        steps.sort(key=lambda s: s.seq)
+        cut = _find_step(steps, from_step, run_id)
+        step_key = steps[cut].step_key
+        settable = {s.step_key: s for s in steps[: cut + 1] if s.kind == "tool"}
+        for key in overrides:
+            if key not in settable:
+                tools = ", ".join(list(settable)[:6]) or "none"
+                raise UsageError(f"--set {key}: not a tool step of run {run_id} at or before "
+                                 f"{step_key} (those are: {tools})", code="unknown_step")
+        copied = [s for s in steps[:cut] if s.status == "done" or s.step_key in overrides]
+        if step_key in overrides:
+            copied.append(steps[cut])
+        now = self.clock.now()
+        new_id = new_run_id or f"run_{os.urandom(8).hex()}"
+        fork = RunRecord(new_id, run.source_hash, run.process, run.input, run.input_hash,
+                         created_at=now, updated_at=now,
+                         meta={key: run.meta[key] for key in ("file", "tool_modules")
+                               if key in run.meta}
+                         | {"forked_from": {"run_id": run_id, "step": step_key}})
+        with self.store.writing():
+            _, created = await self.store.create_run(fork)
+            if not created:
+                raise RunConflict(f"run {new_id} already exists; choose another --run-id")
+            new_steps, new_attempts = [], []
+            for step in copied:
+                detail = {k: v for k, v in step.detail.items() if k != "retry"}
+                if step.step_key in overrides:
+                    outcome = ToolOutcome(OutcomeStatus.OK, overrides[step.step_key],
+                                          finished_at=now).to_json()
+                    new_steps.append(StepRecord(new_id, step.step_key, step.kind, step.tool,
+                                                step.args_hash, "done", outcome,
+                                                dict(detail, set_by_fork=True), step.seq, now,
+                                                now))
+                    new_attempts.append(AttemptRecord(new_id, step.step_key, 1, "ok",
+                                                      message="set by fork", started_at=now,
+                                                      finished_at=now))
+                    continue
+                new_steps.append(StepRecord(new_id, step.step_key, step.kind, step.tool,
+                                            step.args_hash, step.status, step.outcome, detail,
+                                            step.seq, step.created_at, step.updated_at))
+                new_attempts += [AttemptRecord(new_id, a.step_key, a.attempt, a.status, a.code,
+                                               a.message, a.detail, a.started_at, a.finished_at)
+                                 for a in attempts if a.step_key == step.step_key]
+            await self.store.commit(Commit(new_id, None, new_steps, new_attempts))
+        await self.store.update_meta(
+            run_id, lambda meta: meta.setdefault("forks", []).append(new_id))
+        return new_id
+
+
+def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
+    """A step by key, or by the row number ``show`` prints (1-based)."""
+    for index, step in enumerate(steps):
+        if step.step_key == wanted:
+            return index
+    if wanted.isdigit() and 1 <= int(wanted) <= len(steps):
+        return int(wanted) - 1
+    known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
+    raise LashflowError(f"run {run_id} has no step {wanted!r}"
+                        + (f" (its steps: {known}, or a row number 1-{len(steps)})"
+                           if steps else " (it has no steps yet)"), code="unknown_step")
+
+
+__all__ = ["Operator", "first_failure"]

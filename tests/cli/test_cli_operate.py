@@ -1,0 +1,89 @@
+"""The operator's controls through the CLI: retry, fork with --set, signals the process
+does not take, cancel of a settled run and a cancel reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+FLAKY_TOOLS = '''
+from pathlib import Path
+from lashflow import ToolResult, tool
+
+@tool
+async def flip(marker: str) -> ToolResult:
+    """Fails until the marker file exists."""
+    if not Path(marker).exists():
+        return ToolResult.failure("not yet")
+    return ToolResult.ok("flipped")
+
+@tool
+async def ask(q: str) -> bool:
+    return False
+'''
+
+FLOW = '''
+process p(marker: str) {
+  ok = await tools.ask({q: "go?"})?
+  r = await tools.flip({marker: marker})?
+  finish { ok: ok, r: r }
+}
+'''
+
+
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "ops_tools.py").write_text(FLAKY_TOOLS)
+    flow = tmp_path / "flow.lash"
+    flow.write_text(FLOW)
+    return flow, tmp_path / "ops_tools.py"
+
+
+def test_retry_and_fork_from_the_cli(lfx: Any, tmp_path: Path) -> None:
+    flow, module = files(tmp_path)
+    marker = tmp_path / "marker"
+    data = '{"marker": "%s"}' % marker
+    failed = lfx("run", flow, "--tools", module, "--input", data, "--run-id", "r1", "--json")
+    assert failed.code == 1 and failed.json["status"] == "failed"
+    marker.write_text("")
+    retried = lfx("retry", "r1", "--tools", module, "--json")
+    assert retried.code == 0, retried
+    assert retried.json["result"] == {"ok": False, "r": "flipped"}
+    shown = lfx("show", "r1", "--json").json
+    flip = [s for s in shown["steps"] if s["tool"] == "tools.flip"][0]
+    assert [a["status"] for a in flip["attempt_log"]] == ["failed", "ok"]
+    again = lfx("retry", "r1", "--tools", module)
+    assert again.code == 2 and "error[run_not_retryable]" in again.err
+    # fork from the first step with ask's answer set by hand
+    forked = lfx("fork", "r1", "--from", "1", "--set", f"{shown['steps'][0]['step']}=true",
+                 "--run-id", "f1", "--tools", module, "--json")
+    assert forked.code == 0, forked
+    assert forked.json["result"] == {"ok": True, "r": "flipped"}
+    assert lfx("show", "f1", "--json").json["run_id"] == "f1"
+    bad = lfx("fork", "r1", "--from", "1", "--set", "nope=1", "--tools", module)
+    assert bad.code == 2 and "error[unknown_step]" in bad.err
+
+
+def test_signals_a_process_does_not_take_are_refused(lf: Any, tmp_path: Path) -> None:
+    flow = tmp_path / "gate.lash"
+    flow.write_text('process gate() {\n  d = wait_signal("decision")\n  finish d\n}\n')
+    assert lf("run", flow, "--run-id", "g").code == 3
+    typo = lf("signal", "g", "decisoin", "--payload", "1")
+    assert typo.code == 2
+    assert "error[unknown_signal]" in typo.err and "`decision`" in typo.err
+    assert lf("signal", "g", "decision", "--payload", "1").code == 0
+
+
+def test_cancel_of_a_settled_run_and_a_reason(lf: Any, tmp_path: Path) -> None:
+    done = tmp_path / "done.lash"
+    done.write_text("finish 1\n")
+    assert lf("run", done, "--run-id", "d").code == 0
+    ran = lf("cancel", "d")
+    assert ran.code == 0 and "already finished; it is left as it is" in ran.out
+    assert lf("show", "d", "--json").json["status"] == "finished"
+    sleepy = tmp_path / "sleepy.lash"
+    sleepy.write_text('sleep for "1h"\nfinish 1\n')
+    assert lf("run", sleepy, "--run-id", "s").code == 3
+    assert lf("cancel", "s", "--reason", "customer withdrew").code == 0
+    shown = lf("show", "s", "--json").json
+    assert shown["status"] == "cancelled"
+    assert shown["error"]["message"].endswith("customer withdrew")
