@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +22,10 @@ async def quote(order: dict[str, Any]) -> dict[str, Any]:
 async def request_approval(call: ToolCall) -> ToolResult:
     """Ask a human; the run waits durably until `lashflow complete KEY ...` answers."""
     await call.context.completion_key()  # the CLI prints the key with the waiting run
+    if os.environ.get("LASHFLOW_PUBLIC_URL"):  # served: a webhook can answer too
+        url = await call.context.completion_url()
+        print(f"approve over HTTP: curl -X POST {url} -H 'content-type: application/json' "
+              "-d '{\"result\": {\"approved\": true}}'", file=sys.stderr)
     return ToolResult.pending(PendingCompletion().with_deadline(timedelta(hours=24)))
 
 

@@ -26,7 +26,7 @@ from .commands import Commands, Delivery
 from .driver import Driver
 from .events import Events, Listener
 from .operator import Operator
-from .outcome import RunDetail, RunOutcome, RunPage, StepView, Wait
+from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
 from .tool_runner import ToolRunner
@@ -189,12 +189,27 @@ class Engine:
         await self.driver.drain_follow_ups()
         return outcome
 
-    async def retry(self, run_id: str, source: str | os.PathLike[str] | None = None) -> RunOutcome:
+    async def retry(self, run_id: str, source: str | os.PathLike[str] | None = None, *,
+                    wait: bool = True) -> RunOutcome:
         """Continue a failed, cancelled or needs_attention run: recorded successes replay,
         the first step that did not succeed and every step after it run again (under the
-        stored source, or an edited ``source``). The old attempts stay in the journal."""
+        stored source, or an edited ``source``). The old attempts stay in the journal.
+        ``wait=False``: queue it, drive it in the background and answer at once."""
         await self.operator.reopen_for_retry(run_id)
+        if not wait:
+            await self.drive_soon(run_id)
+            return await self.reads.get(run_id)
         return await self.resume(run_id, source)
+
+    async def drive_soon(self, run_id: str) -> None:
+        """Drive a run in the background here (what a worker would do next, at once); a
+        run another process holds, or one needing tools not loaded here, is left to
+        others. For servers that answer before the run moves on."""
+        run = await self.reads.require(run_id)
+        if run.status in SETTLED:
+            return
+        self.tools.load_for_run(run)
+        self.driver.spawn(run_id)
 
     async def fork(self, run_id: str, from_step: str, *, set: dict[str, Any] | None = None,
                    run_id_of_fork: str | None = None) -> RunOutcome:
@@ -244,6 +259,22 @@ class Engine:
     async def deliver(self, key: str, result: Any, *, resume: bool = True) -> Delivery:
         """``complete``, also telling which run the key belonged to."""
         return await self.commands.deliver(key, result, resume=resume)
+
+    async def completion(self, key: str) -> CompletionInfo | None:
+        """Where a completion key stands (None: forged, unknown or of a cancelled run)."""
+        found = await self.tools.completion_of(key)
+        if found is None:
+            return None
+        run_id, row = found
+        step = self.tools.step_of(key)
+        if row is None or not row.waiting and row.resolution is None:
+            return CompletionInfo(run_id, step, "not_waiting")
+        if row.resolution is not None:
+            state = "expired" if row.resolution.kind.value == "timeout" else "resolved"
+            return CompletionInfo(run_id, step, state, row.deadline_at, row.resolution.to_json())
+        if row.past_deadline(self.clock.now()):
+            return CompletionInfo(run_id, step, "expired", row.deadline_at)
+        return CompletionInfo(run_id, step, "open", row.deadline_at)
 
     async def signal(self, run_id: str, name: str, payload: Any = None, *,
                      resume: bool = True) -> RunStatus:

@@ -49,6 +49,23 @@ class Wait:
 
 
 @dataclass(slots=True)
+class CompletionInfo:
+    """What ``Engine.completion(key)`` tells about a genuine key: its run, its step and
+    ``state``: ``open`` (waiting for a result), ``resolved`` (``resolution`` says by
+    what), ``expired`` (its deadline passed) or ``not_waiting`` (the call has not parked
+    on it yet)."""
+
+    run_id: str
+    step: str
+    state: str
+    deadline_at: float | None = None
+    resolution: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(slots=True)
 class RunOutcome:
     run_id: str
     status: RunStatus

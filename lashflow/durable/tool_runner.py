@@ -384,6 +384,22 @@ class ToolRunner:
         assert ids is not None
         return ids[0]
 
+    async def completion_of(self, key: str) -> tuple[str, CompletionRecord | None] | None:
+        """(run id, the key's row) for a genuine key of a run that still takes
+        completions; None for a forged or unknown key or a cancelled run (one answer)."""
+        assert self.book is not None
+        ids = self.book.keys.verify(key)
+        if ids is None or not await self.book.storage.run_accepts_completions(ids[0]):
+            return None
+        return ids[0], await self.book.storage.get(*ids)
+
+    def step_of(self, key: str) -> str:
+        """The step key a genuine completion key names."""
+        assert self.book is not None
+        ids = self.book.keys.verify(key)
+        assert ids is not None
+        return ids[1]
+
     def key_for(self, run_id: str, step_key: str) -> str:
         assert self.book is not None
         return self.book.key_for(run_id, step_key)

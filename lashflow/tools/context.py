@@ -8,6 +8,7 @@ completion key, direct model completions (usage recorded on this attempt) and th
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -128,6 +129,18 @@ class ToolContext:
                 self._keys = KeyRing()
             self._minted = self._keys.key_for(self._run_id, self._step_key)
         return self._minted
+
+    async def completion_url(self, base: str | None = None) -> str:
+        """The URL an outside service POSTs this call's result to (``lashflow serve``'s
+        webhook): ``base`` or ``$LASHFLOW_PUBLIC_URL`` (where the server is reachable),
+        then ``/v1/completions/<key>``. The key in it is the credential: hand it only to
+        the service that should answer."""
+        root = base or os.environ.get("LASHFLOW_PUBLIC_URL")
+        if not root:
+            raise LashflowError("completion_url() needs the server's public address: set "
+                                "LASHFLOW_PUBLIC_URL (e.g. https://flows.example.com) or "
+                                "pass base=", code="usage_error")
+        return f"{root.rstrip('/')}/v1/completions/{await self.completion_key()}"
 
     @property
     def minted_key(self) -> CompletionKey | None:

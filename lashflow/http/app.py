@@ -1,0 +1,284 @@
+"""The ASGI application of ``lashflow serve``: completion webhooks and the runs API.
+
+Every route is presentation over the engine's public and read API (ADR 0013). The
+webhook route is authorised by the completion key itself (a capability URL); every
+other ``/v1`` route needs the management token as a bearer token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import LashflowError
+from ..tools import CompletionError, ToolResult
+from ..tools.completion import Resolution, ResolutionSource
+from .errors import HttpError, error_response
+from .models import CancelBody, CompletionBody, SignalBody, StartRun
+from .openapi import openapi_document
+
+log = logging.getLogger("lashflow.http")
+
+DEFAULT_BODY_LIMIT = 1024 * 1024
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    """``token``: the management bearer token; ``processes``: the only directory runs
+    may be started from; ``body_limit``: the largest request body accepted (bytes);
+    ``drive``: move a run on here at once after a delivery (the server runs a worker)."""
+
+    token: str
+    processes: Path | None = None
+    body_limit: int = DEFAULT_BODY_LIMIT
+    drive: bool = True
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def create_app(engine: Any, config: ServeConfig) -> Starlette:
+    """The application over an open ``Engine`` (the caller opens and closes it)."""
+    api = _Api(engine, config)
+    managed = [
+        ("/v1/runs", api.list_runs, ["GET"]),
+        ("/v1/runs", api.start_run, ["POST"]),
+        ("/v1/runs/{run_id}", api.get_run, ["GET"]),
+        ("/v1/runs/{run_id}/steps", api.get_steps, ["GET"]),
+        ("/v1/runs/{run_id}/steps/{step}/output", api.get_output, ["GET"]),
+        ("/v1/runs/{run_id}/signals/{name}", api.signal, ["POST"]),
+        ("/v1/runs/{run_id}/cancel", api.cancel, ["POST"]),
+        ("/v1/runs/{run_id}/retry", api.retry, ["POST"]),
+        ("/v1/waiting", api.waiting, ["GET"]),
+    ]
+    routes = [
+        Route("/v1/completions/{key}", _guarded(api.complete), methods=["POST"]),
+        Route("/v1/completions/{key}", _guarded(api.completion_state), methods=["GET"]),
+        Route("/openapi.json", _guarded(api.openapi), methods=["GET"]),
+        Route("/healthz", _guarded(api.health), methods=["GET"]),
+        *(Route(path, _guarded(api.authorised(handler)), methods=methods)
+          for path, handler, methods in managed),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+    return error_response(code, str(exc.detail))
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Every refusal as ``{"error": {...}}``; a bug as a 500 with no details leaked."""
+    async def run(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except HttpError as exc:
+            return error_response(exc.code, exc.message, **exc.headers)
+        except LashflowError as exc:
+            return error_response(exc.code, exc.message)
+        except Exception:  # noqa: BLE001 - a bug: logged here, one line to the client
+            log.exception("internal error on %s %s", request.method, request.url.path)
+            return error_response("internal_error", "lashflow failed on this request; the "
+                                  "server log has the details")
+    return run
+
+
+class _Api:
+    def __init__(self, engine: Any, config: ServeConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self._token = config.token.encode()
+
+    # -- plumbing ------------------------------------------------------------------------
+    def authorised(self, handler: Handler) -> Handler:
+        async def check(request: Request) -> Response:
+            scheme, _, given = request.headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                                     self._token):
+                raise HttpError("unauthorized", "this route needs the management token: "
+                                "Authorization: Bearer <token>", **{"WWW-Authenticate": "Bearer"})
+            return await handler(request)
+        return check
+
+    async def body(self, request: Request, model: type[BaseModel], *,
+                   empty_ok: bool = False) -> Any:
+        """The JSON body as ``model``, read up to the limit (413 beyond it)."""
+        limit = self.config.body_limit
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HttpError("body_too_large", f"the body is over the limit of {limit} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HttpError("body_too_large", f"the body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if not raw.strip() and empty_ok:
+            return model()
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise HttpError("input_invalid", f"the body is not JSON: {exc}") from None
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                for e in exc.errors(include_url=False))
+            raise HttpError("input_invalid", problems) from None
+
+    # -- webhooks --------------------------------------------------------------------------
+    async def complete(self, request: Request) -> Response:
+        key = request.path_params["key"]
+        body: CompletionBody = await self.body(request, CompletionBody)
+        result = (ToolResult.err(body.error) if "error" in body.model_fields_set
+                  else ToolResult.ok(body.result))
+        try:
+            delivery = await self.engine.deliver(key, result, resume=False)
+        except CompletionError as exc:
+            if exc.code == "completion_already_resolved" and _same(exc.winner, result):
+                info = await self.engine.completion(key)
+                status = (await self.engine.get(info.run_id)).status.value
+                return JSONResponse({"run_id": info.run_id, "status": status,
+                                     "duplicate": True})
+            raise
+        if self.config.drive:
+            await self.engine.drive_soon(delivery.run_id)
+        return JSONResponse({"run_id": delivery.run_id, "status": delivery.status.value,
+                             "duplicate": False})
+
+    async def completion_state(self, request: Request) -> Response:
+        info = await self.engine.completion(request.path_params["key"])
+        if info is None:
+            raise HttpError("unknown_completion_key", "unknown completion key")
+        return JSONResponse(info.to_json())
+
+    # -- runs ------------------------------------------------------------------------------
+    async def list_runs(self, request: Request) -> Response:
+        q = request.query_params
+        try:
+            limit = int(q.get("limit", "50"))
+        except ValueError:
+            raise HttpError("usage_error", "limit must be a number") from None
+        statuses = [s for s in q.get("status", "").split(",") if s]
+        page = await self.engine.runs(status=statuses, process=q.get("process"),
+                                      parent=q.get("parent"), since=_moment(q.get("since")),
+                                      until=_moment(q.get("until")), limit=limit,
+                                      cursor=q.get("cursor"))
+        return JSONResponse(page.to_json())
+
+    async def start_run(self, request: Request) -> Response:
+        body: StartRun = await self.body(request, StartRun)
+        path = self._process_file(body.file)
+        handle = await self.engine.start(path, body.process, body.input, body.run_id)
+        outcome = await self.engine.get(handle.run_id)
+        return JSONResponse({"run_id": handle.run_id, "status": outcome.status.value},
+                            status_code=202)
+
+    def _process_file(self, name: str) -> Path:
+        """A file inside the processes directory, never any other path."""
+        root = self.config.processes
+        if root is None:
+            raise HttpError("usage_error", "this server starts no runs: it was started "
+                            "without --processes DIR")
+        base = root.resolve()
+        path = (base / name).resolve()
+        if not path.is_relative_to(base) or path.suffix != ".lash" or not path.is_file():
+            raise HttpError("unknown_process_file",
+                            f"no process file {name!r} in the server's processes directory")
+        return path
+
+    async def get_run(self, request: Request) -> Response:
+        detail = await self.engine.run_detail(request.path_params["run_id"])
+        data = detail.to_json()
+        data.pop("steps", None)
+        return JSONResponse(data)
+
+    async def get_steps(self, request: Request) -> Response:
+        detail = await self.engine.run_detail(request.path_params["run_id"])
+        if detail.journal_error is not None:
+            raise HttpError(detail.journal_error.code, detail.journal_error.message)
+        return JSONResponse({"steps": [step.to_json() for step in detail.steps]})
+
+    async def get_output(self, request: Request) -> Response:
+        run_id, wanted = request.path_params["run_id"], request.path_params["step"]
+        for step in await self.engine.steps(run_id):
+            if step.step_key == wanted:
+                return JSONResponse({"run_id": run_id, "step": step.step_key,
+                                     "kind": step.kind, "tool": step.tool,
+                                     "status": step.status, "outcome": step.outcome})
+        raise HttpError("unknown_step", f"run {run_id} has no step {wanted!r}")
+
+    async def signal(self, request: Request) -> Response:
+        run_id, name = request.path_params["run_id"], request.path_params["name"]
+        body: SignalBody = await self.body(request, SignalBody, empty_ok=True)
+        status = await self.engine.signal(run_id, name, body.payload, resume=False)
+        if self.config.drive:
+            await self.engine.drive_soon(run_id)
+        return JSONResponse({"run_id": run_id, "signal": name, "status": status.value})
+
+    async def cancel(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body: CancelBody = await self.body(request, CancelBody, empty_ok=True)
+        before = (await self.engine.get(run_id)).status
+        status = await self.engine.cancel(run_id, body.reason)
+        return JSONResponse({"run_id": run_id, "status": status.value,
+                             "already_settled": before.settled})
+
+    async def retry(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        outcome = await self.engine.retry(run_id, wait=not self.config.drive)
+        return JSONResponse({"run_id": run_id, "status": outcome.status.value},
+                            status_code=202)
+
+    async def waiting(self, request: Request) -> Response:
+        waits = await self.engine.waiting()
+        return JSONResponse({"waiting": [dict(w.to_json(), run_id=r) for r, w in waits]})
+
+    # -- open routes ----------------------------------------------------------------------
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+
+def _same(winner: Resolution | None, result: ToolResult) -> bool:
+    """A webhook sender's retry: the recorded resolution came from a resolver with the
+    very same answer."""
+    if winner is None or winner.source is not ResolutionSource.RESOLVER:
+        return False
+    again = Resolution.from_result(result, at=winner.at)
+    return (winner.kind, winner.value, winner.code, winner.message) == (
+        again.kind, again.value, again.code, again.message)
+
+
+def _moment(text: str | None) -> float | None:
+    """``since``/``until``: epoch seconds or ISO 8601."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise HttpError("usage_error", f"{text!r} is neither epoch seconds nor ISO 8601") from None
+
+
+__all__ = ["DEFAULT_BODY_LIMIT", "ServeConfig", "create_app"]

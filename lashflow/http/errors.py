@@ -1,0 +1,43 @@
+"""How the HTTP API refuses: the CLI's error codes, each with its HTTP status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import JSONResponse
+
+STATUS_BY_CODE = {
+    "unauthorized": 401,
+    "unknown_run": 404,
+    "unknown_step": 404,
+    "unknown_completion_key": 404,
+    "unknown_process_file": 404,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "completion_already_resolved": 409,
+    "run_conflict": 409,
+    "run_busy": 409,
+    "run_settled": 409,
+    "run_not_retryable": 409,
+    "completion_expired": 410,
+    "body_too_large": 413,
+    "internal_error": 500,
+}
+
+
+def error_response(code: str, message: str, **headers: str) -> JSONResponse:
+    """``{"error": {"code", "message"}}`` with the status the code maps to (400 by
+    default: a request the user can fix)."""
+    return JSONResponse({"error": {"code": code, "message": message}},
+                        status_code=STATUS_BY_CODE.get(code, 400), headers=headers or None)
+
+
+class HttpError(Exception):
+    """Raised by a handler to refuse with a code and message."""
+
+    def __init__(self, code: str, message: str, **headers: Any) -> None:
+        super().__init__(message)
+        self.code, self.message, self.headers = code, message, headers
+
+
+__all__ = ["HttpError", "STATUS_BY_CODE", "error_response"]

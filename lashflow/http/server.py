@@ -1,0 +1,59 @@
+"""Running ``lashflow serve``: an engine, its worker loop and uvicorn, stopped in order.
+
+SIGTERM or Ctrl-C: uvicorn stops accepting and finishes the requests in flight, then
+the worker loop drains (runs in flight go back to ``queued`` at their next effect, as
+``lashflow worker`` does) and the engine closes its store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Callable
+
+import uvicorn
+
+from ..durable.engine import Engine
+from . import logs
+from .app import ServeConfig, create_app
+
+
+async def serve(*, host: str, port: int, db: str | None, tools: list[str],
+                config: ServeConfig, concurrency: int | None,
+                announce: Callable[[str], None]) -> None:
+    async with Engine(db=db, modules=tools) as engine:
+        app = create_app(engine, config)
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="off",
+                                               log_level="info", server_header=False))
+        # after uvicorn configured its loggers: no completion key reaches a log line
+        logs.install("uvicorn.access", "uvicorn.error", "lashflow", "lashflow.http")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            # uvicorn takes these while it serves and hands them back here when it ends
+            loop.add_signal_handler(sig, stop.set)
+        work = (loop.create_task(engine.work(concurrency, stop=stop)) if config.drive
+                else None)
+        announcing = loop.create_task(_announce_when_up(server, announce))
+        try:
+            await server.serve()
+        finally:
+            announcing.cancel()
+            stop.set()
+            if work is not None:
+                await work
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+
+async def _announce_when_up(server: uvicorn.Server, announce: Callable[[str], None]) -> None:
+    while not server.started:
+        await asyncio.sleep(0.01)
+    for listener in server.servers:
+        for sock in listener.sockets:
+            host, port = sock.getsockname()[:2]
+            announce(f"lashflow serve: listening on http://{host}:{port}")
+            return
+
+
+__all__ = ["serve"]
