@@ -1,0 +1,208 @@
+"""A real `lashflow serve` process on a free loopback port, driven with httpx: the fulfill
+example from start to finished over HTTP, 20 concurrent webhook retries, forged keys,
+the token, an access log without keys, and a SIGKILL while completions arrive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.subprocess
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "test-token-123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+PARK_LASH = 'process park(n: int) {\n  r = await tools.wait_for_it({n: n})?\n  finish r\n}\n'
+PARK_PY = '''
+from lashflow import PendingCompletion, ToolCall, ToolResult, tool
+
+@tool
+async def wait_for_it(call: ToolCall) -> ToolResult:
+    await call.context.completion_key()
+    return ToolResult.pending(PendingCompletion())
+'''
+
+
+class Server:
+    """One `lashflow serve` subprocess; its output (the access log) is kept whole."""
+
+    def __init__(self, tmp: Path, db: str) -> None:
+        self.tmp, self.db = tmp, db
+        self.log: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        env = dict(os.environ, LASHFLOW_API_TOKEN=TOKEN, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lashflow", "serve", "--port", "0", "--db", self.db,
+             "--processes", str(self.tmp / "processes")],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            cwd=self.tmp)
+        up = threading.Event()
+
+        def read() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.log.append(line)
+                found = re.search(r"listening on (http://\S+)", line)
+                if found:
+                    self.url = found.group(1)
+                    up.set()
+        threading.Thread(target=read, daemon=True).start()
+        if not up.wait(60):
+            self.stop()
+            raise AssertionError("lashflow serve did not start:\n" + "".join(self.log))
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    processes = tmp_path / "processes"
+    processes.mkdir()
+    for name in ("fulfill.lash", "fulfill.py"):
+        shutil.copy(ROOT / "processes" / name, processes)
+    (processes / "park.lash").write_text(PARK_LASH)
+    (processes / "park.py").write_text(PARK_PY)
+    running = Server(tmp_path, f"sqlite:///{tmp_path / 'serve.db'}")
+    running.start()
+    try:
+        yield running
+    finally:
+        if running.proc is not None and running.proc.poll() is None:
+            running.proc.kill()
+            running.proc.wait(30)
+
+
+async def until(client: httpx.AsyncClient, run_id: str, status: str) -> dict[str, Any]:
+    """Poll the run (real state, with a deadline) until it has ``status``."""
+    deadline = time.monotonic() + 30
+    while True:
+        run = (await client.get(f"/v1/runs/{run_id}", headers=AUTH)).json()
+        if run.get("status") == status:
+            return run
+        assert time.monotonic() < deadline, run
+        await asyncio.sleep(0.02)
+
+
+async def start_parked(client: httpx.AsyncClient, run_id: str, n: int = 0) -> str:
+    started = await client.post("/v1/runs", headers=AUTH, json={
+        "file": "park.lash", "input": {"n": n}, "run_id": run_id})
+    assert started.status_code == 202, started.text
+    run = await until(client, run_id, "waiting")
+    return run["waiting"][0]["key"]
+
+
+async def test_fulfill_over_http_and_webhook_retries(server: Server, tmp_path: Path) -> None:
+    keys: list[str] = []
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        order = json.loads((ROOT / "processes" / "fulfill.input.json").read_text())
+        started = await client.post("/v1/runs", headers=AUTH,
+                                    json={"file": "fulfill.lash", "input": order,
+                                          "run_id": "order"})
+        assert started.status_code == 202
+        waiting = await until(client, "order", "waiting")
+        key = waiting["waiting"][0]["key"]
+        keys.append(key)
+        answer = await client.post(f"/v1/completions/{key}", json={"result": {"approved": True}})
+        assert answer.status_code == 200 and answer.json()["duplicate"] is False
+        done = await until(client, "order", "finished")
+        assert done["result"]["charged"] is True
+        steps = (await client.get("/v1/runs/order/steps", headers=AUTH)).json()["steps"]
+        assert [s["tool"] for s in steps] == ["tools.quote", "tools.request_approval",
+                                              "tools.charge"]
+
+        # 20 clients retry the same webhook at once: one delivery, 19 duplicates
+        key = await start_parked(client, "p20")
+        keys.append(key)
+        answers = await asyncio.gather(*(
+            client.post(f"/v1/completions/{key}", json={"result": "yes"}) for _ in range(20)))
+        assert [a.status_code for a in answers] == [200] * 20
+        assert sorted(a.json()["duplicate"] for a in answers) == [False] + [True] * 19
+        assert (await until(client, "p20", "finished"))["result"] == "yes"
+        conflict = await client.post(f"/v1/completions/{key}", json={"result": "no"})
+        assert conflict.status_code == 409
+
+        # a forged key: 404 and nothing written
+        db = tmp_path / "serve.db"
+        before = _rows(db)
+        forged = key[:-6] + "AAAAAA"
+        refused = await client.post(f"/v1/completions/{forged}", json={"result": 1})
+        assert refused.status_code == 404
+        assert refused.json()["error"]["code"] == "unknown_completion_key"
+        assert _rows(db) == before
+        assert (await client.get("/v1/runs")).status_code == 401
+    assert server.stop() == 0
+    log = "".join(server.log)
+    assert "/v1/completions/<key>" in log  # the access log saw the requests...
+    for key in keys:
+        assert key not in log  # ...and never a key
+    assert TOKEN not in log
+
+
+def _rows(db: Path) -> dict[str, int]:
+    conn = sqlite3.connect(db)
+    try:
+        return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                for table in ("runs", "steps", "attempts", "completions")}
+    finally:
+        conn.close()
+
+
+async def test_sigkill_while_completions_arrive(server: Server) -> None:
+    """Every completion that got a 200 is delivered after a restart, none twice."""
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        keys = {f"k{i}": await start_parked(client, f"k{i}", i) for i in range(30)}
+    answered: dict[str, int] = {}
+
+    async def post(client: httpx.AsyncClient, run_id: str, key: str) -> None:
+        try:
+            reply = await client.post(f"/v1/completions/{key}", json={"result": run_id})
+            answered[run_id] = reply.status_code
+        except httpx.HTTPError:
+            pass  # the server died under this request: no answer, no promise
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        posts = [asyncio.ensure_future(post(client, r, k)) for r, k in keys.items()]
+        while len(answered) < 10:  # kill once some (not all) have been answered
+            await asyncio.sleep(0.001)
+        server.kill()
+        await asyncio.gather(*posts)
+    delivered = [r for r, code in answered.items() if code == 200]
+    assert len(delivered) >= 10
+    server.start()
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        for run_id in delivered:
+            run = await until(client, run_id, "finished")
+            assert run["result"] == run_id
+            again = await client.post(f"/v1/completions/{keys[run_id]}",
+                                      json={"result": run_id})
+            assert again.status_code == 200 and again.json()["duplicate"] is True
+            steps = (await client.get(f"/v1/runs/{run_id}/steps", headers=AUTH)).json()["steps"]
+            assert len(steps) == 1 and len(steps[0]["attempt_log"]) == 1
+    assert server.stop() == 0
