@@ -291,8 +291,10 @@ def worker(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Run queued runs (from `submit`), orphaned runs and due timers until stopped
-    (Ctrl-C or SIGTERM: the runs in flight are finished first)."""
+    """Run queued runs (from `submit`), orphaned runs and due timers until stopped.
+    Ctrl-C or SIGTERM: no new run is taken; each run in flight stops at its next effect
+    and goes back to `queued` (its journal kept) for the next worker; a run still busy
+    after a grace of 10 s is cut off the same way (its lease then lets another take it)."""
 
     async def go() -> int:
         stop = asyncio.Event()
@@ -694,7 +696,8 @@ def waiting(
 def output(
     run_id: str = typer.Argument(..., metavar="RUN", help="The run.", show_default=False),
     step: str = typer.Argument(..., metavar="STEP",
-                               help="The step key, as `show` lists it.", show_default=False),
+                               help="The step key, or the row number `show` prints.",
+                               show_default=False),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -705,8 +708,10 @@ def output(
     async def go() -> int:
         async with engine(db) as eng:
             steps = await eng.steps(run_id)
+        by_row = steps[int(step) - 1].step_key if step.isdigit() and \
+            1 <= int(step) <= len(steps) and not any(s.step_key == step for s in steps) else step
         for s in steps:
-            if s.step_key != step:
+            if s.step_key != by_row:
                 continue
             value = s.outcome
             if s.kind == "tool" and isinstance(value, dict):

@@ -34,7 +34,7 @@ class LiveStatus:
         self.label = label
         self.started = time.monotonic()
         self.steps = 0
-        self.runs: set[str] = set()
+        self.runs: dict[str, None] = {}  # in the order first seen
         self.in_flight: dict[str, list[float]] = {}
         self.last = ""
         self.phase = "driving"
@@ -53,7 +53,7 @@ class LiveStatus:
         kind = event.get("type")
         now = time.monotonic()
         if event.get("run_id"):
-            self.runs.add(event["run_id"])
+            self.runs.setdefault(event["run_id"], None)
         if kind == "tools":
             for name in event.get("tools", []):
                 self.in_flight.setdefault(name, []).append(now)
@@ -79,7 +79,9 @@ class LiveStatus:
     def text(self) -> str:
         """The status line (also what tests read)."""
         now = time.monotonic()
-        parts = [f"{self.label} {self.phase}".strip(), f"{self.steps} step(s) recorded"]
+        first = next(iter(self.runs), None)  # the run this command drives, once known
+        named = f" (run {first})" if first and first not in self.label else ""
+        parts = [f"{self.label}{named} {self.phase}".strip(), f"{self.steps} step(s) recorded"]
         if len(self.runs) > 1:
             parts.append(f"{len(self.runs)} runs")
         if self.in_flight:

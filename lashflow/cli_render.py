@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from shlex import quote
 from typing import Any, Iterable
 
-from .cli_support import dumps, printable, stderr, stdout
+from .cli_support import DB_OPTION, dumps, printable, stderr, stdout
 
 STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "magenta", "waiting": "yellow",
                 "running": "cyan", "queued": "blue", "needs_attention": "bold red",
@@ -169,11 +169,20 @@ def run_error_text(error: Any) -> str:
     return f"error[{error.code}]{kind}: {error.message}{where}"
 
 
+def resolve_command(wait: Any) -> str:
+    """The wait's resolve command as a person pastes it: with ``--db`` when this command
+    used a database other than the default one."""
+    suffix = DB_OPTION[0]
+    if not suffix or not wait.resolve.startswith("lashflow "):
+        return wait.resolve
+    return wait.resolve + suffix
+
+
 def render_waits(display: Display, waits: Iterable[Any], indent: str = "  ") -> None:
     for wait in waits:
         display.line(f"{indent}waiting on {wait_what(wait)} (step {wait.step})",
                      style="yellow" if display.rich else None)
-        display.line(f"{indent}  {wait.resolve}", style="bold" if display.rich else None)
+        display.line(f"{indent}  {resolve_command(wait)}", style="bold" if display.rich else None)
 
 
 def _print_json(display: Display, value: Any) -> None:
@@ -245,6 +254,7 @@ def render_show(display: Display, detail: Any) -> None:
         stdout(f"  process {run.process or '(main block)'}   file {detail.file or '-'}")
         stdout(f"  created {when(run.created_at)}   updated {when(run.updated_at)}"
                + (f"   parent {run.parent_run_id}" if run.parent_run_id else ""))
+        stdout(f"  input {preview(detail.input, 100)}")
         for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
             stdout(f"  {n:>3} {key:<24} {kind:<11} {target:<24} {state:<9} "
                    f"{('x' + attempts) if attempts else '':<4} {duration:>9} {offset:>10}  {text}")
@@ -278,6 +288,7 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
     display.console.print(Text(printable(f"file {detail.file or '-'}   created "
                                          f"{when(run.created_at)}   updated "
                                          f"{when(run.updated_at)}"), style="dim"))
+    display.console.print(Text(printable(f"input {preview(detail.input, 100)}"), style="dim"))
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
                           ("state", "left"), ("tries", "right"), ("took", "right"),
@@ -304,11 +315,21 @@ def render_runs(display: Display, runs: list[Any]) -> None:
         from rich.text import Text
 
         table = Table(show_edge=False, header_style="bold", pad_edge=False)
-        table.add_column("run", no_wrap=True, min_width=8)
-        table.add_column("status", no_wrap=True, min_width=7)
-        table.add_column("process", no_wrap=True, overflow="ellipsis", max_width=24)
-        table.add_column("created", no_wrap=True)
-        table.add_column("info", no_wrap=True, overflow="ellipsis", ratio=1, min_width=0)
+        # the run id and status never shrink; the others get what is left, info first
+        # to give way, then created, then process (a column costs 3 for its padding)
+        left = display.console.width - 3 * 4
+        run_w = max(len(r.run_id) for r in runs)
+        status_w = max(len(status_text(r)) for r in runs)
+        left -= run_w + status_w
+        process_w = max(0, min(left, 24, max(len(r.process or "(main)") for r in runs)))
+        left -= process_w
+        created_w = max(0, min(left, 25))
+        info_w = max(0, left - created_w)
+        table.add_column("run", no_wrap=True, min_width=run_w)
+        table.add_column("status", no_wrap=True, min_width=status_w)
+        table.add_column("process", no_wrap=True, overflow="ellipsis", max_width=process_w)
+        table.add_column("created", no_wrap=True, overflow="ellipsis", max_width=created_w)
+        table.add_column("info", no_wrap=True, overflow="ellipsis", max_width=info_w)
         for run in runs:
             status = run.status.value
             table.add_row(printable(run.run_id),
@@ -358,12 +379,12 @@ def render_waiting(display: Display, waits: list[tuple[str, Any]], now: float) -
         display.console.print(table)
         display.console.print(Text("resolve with:", style="bold"))
         for i, (_, wait) in enumerate(waits, 1):
-            display.line(f"  #{i}  {wait.resolve}")
+            display.line(f"  #{i}  {resolve_command(wait)}")
         return
     width = max(len(run_id) for run_id, _ in waits)
     for run_id, wait in waits:
         stdout(f"{run_id:<{width}}  {wait.kind:<10} {wait.step:<24} {wait_what(wait)}")
-        stdout(f"    {wait.resolve}")
+        stdout(f"    {resolve_command(wait)}")
 
 
 def _due(wait: Any, now: float) -> str:

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from shlex import quote
 from typing import Any, AsyncIterator, Awaitable, Callable, NoReturn, Sequence, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from typer.core import TyperGroup
@@ -116,8 +117,13 @@ def run_async(factory: Callable[[], Awaitable[T]], as_json: bool, source: str | 
         return asyncio.run(factory())  # type: ignore[arg-type]
     except LashflowError as exc:
         raise reject(exc, as_json, source, filename, run_id) from None
+    except BrokenPipeError:  # `lashflow list | head -1`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(0) from None
     except KeyboardInterrupt:
-        target = quote(run_id) if run_id else "RUN"
+        known = run_id or (CURRENT_RUN[0] if CURRENT_RUN else None)
+        target = quote(known) if known else "RUN"
         stderr("interrupted: every committed step is kept in the journal; "
                f"`lashflow resume {target}` or `lashflow recover` continues")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -204,8 +210,36 @@ async def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> A
     """An open ``Engine`` over the public API (imported late: ``--help`` stays fast)."""
     from .durable.engine import Engine
 
+    DB_OPTION[:] = [db_option(db)]
     async with Engine(db=db, modules=list(tools), **options) as eng:
+        eng.listeners.append(_note_run)
         yield eng
+
+
+DB_OPTION: list[str] = [""]
+"""`` --db URL`` for printed commands when the database is not the default one (a
+command pasted into another shell must reach the same database)."""
+
+CURRENT_RUN: list[str] = []
+"""The first run this command drove: what the Ctrl-C hint names."""
+
+
+def _note_run(event: dict[str, Any]) -> None:
+    if not CURRENT_RUN and event.get("run_id"):
+        CURRENT_RUN.append(event["run_id"])
+
+
+def db_option(db: str | None) -> str:
+    from .store import DEFAULT_DB, resolve_db_url
+
+    url = resolve_db_url(db)
+    if url == DEFAULT_DB:
+        return ""
+    parts = urlsplit(url)
+    if parts.password:  # never print a password: the reader fills it in
+        url = urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@",
+                                                                    ":PASSWORD@")))
+    return f" --db {quote(url)}"
 
 
 # --------------------------------------------------------------------------- usage errors

@@ -65,7 +65,7 @@ def test_run_finished(lf: Lf, example: Any) -> None:
                                               "error": "warehouse east is offline"}]
 
 
-def test_run_waiting_prints_the_resolving_command(lf: Lf, example: Any) -> None:
+def test_run_waiting_prints_the_resolving_command(lf: Lf, example: Any, db_url: str) -> None:
     file, data = example("fulfill")
     ran = lf("run", file, "--input", data)
     assert ran.code == 3
@@ -73,7 +73,8 @@ def test_run_waiting_prints_the_resolving_command(lf: Lf, example: Any) -> None:
     assert lines[0].endswith(" waiting")
     assert "waiting on completion key for tools.request_approval" in lines[1]
     assert lines[2].strip().startswith("lashflow complete lfk_")
-    assert lines[2].strip().endswith("--result '<json>' --resume")
+    # the test's database is not the default one: the command names it, to paste anywhere
+    assert lines[2].strip().endswith(f"--result '<json>' --resume --db {db_url}")
     data = outcome(lf("run", file, "--input", data, "--json"), "waiting", 3)
     [wait] = data["waiting"]
     assert wait["kind"] == "completion" and wait["key"] in wait["resolve"]

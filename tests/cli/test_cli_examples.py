@@ -62,7 +62,7 @@ def test_approval_sleep_then_signal(lfx: Lfx, example: Any) -> None:
     assert parked.code == 3, parked
     run_id = parked.out.split()[1]
     command = parked.out.splitlines()[2].strip()
-    assert command == f"lashflow signal {run_id} decision --payload '<json>'"
+    assert command.startswith(f"lashflow signal {run_id} decision --payload '<json>' --db ")
     approved = lfx("signal", run_id, "decision", "--payload", '{"approved": true}', "--json")
     assert approved.code == 0
     result = approved.json["result"]

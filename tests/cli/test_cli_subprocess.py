@@ -187,7 +187,7 @@ def test_live_status_and_tables_on_a_real_terminal(example: Any, cli_env: dict[s
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 3
-    assert "run approval.lash sleeping until" in screen  # the live line during the sleep
+    assert "run approval.lash (run tty-1) sleeping until" in screen  # the live line during the sleep
     assert "step(s) recorded" in screen and "elapsed" in screen
     assert "\x1b[" in screen  # rich styling
     assert "lashflow signal tty-1 decision --payload '<json>'" in screen
