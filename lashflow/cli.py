@@ -22,7 +22,7 @@ from .cli_drive import LiveStatus, settle
 from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
                          run_error_text)
 from .cli_support import (EXIT_BY_STATUS, EXIT_REJECTED, LashflowGroup, caret_text, dumps,
-                          engine, fail, parse_json_option, parse_when, read_source, run_async,
+                          engine, fail, parse_age, parse_json_option, parse_when, read_source, run_async,
                           source_or_none, stderr, stdout)
 from .errors import LashflowError, UsageError
 from .states import RUN_STATUSES
@@ -739,6 +739,39 @@ def output(
                             code="unknown_step")
 
     raise typer.Exit(run_async(go, as_json, run_id=run_id))
+
+
+@app.command()
+def gc(
+    older_than: str = typer.Option(..., "--older-than", metavar="AGE",
+                                   help="Delete settled runs not updated for this long: "
+                                        "30d, 12h, 90m..."),
+    status: str = typer.Option("finished,failed,cancelled", "--status", metavar="STATUS[,...]",
+                               help="Which settled runs (finished, failed, cancelled)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would go; delete nothing."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Retention: delete old settled runs with their journals, completion keys, signals
+    and the output blobs only they used, in short batches (workers keep running)."""
+    display = Display(as_json)
+
+    async def go() -> int:
+        age = parse_age(older_than, "--older-than")
+        async with engine(db) as eng:
+            report = await eng.gc(age, [s.strip() for s in status.split(",") if s.strip()],
+                                  dry_run=dry_run)
+        if as_json:
+            stdout(dumps(report.to_json()))
+        elif dry_run:
+            display.line(f"would delete {report.runs} run(s)"
+                         + (f", e.g. {', '.join(report.run_ids[:5])}" if report.run_ids else ""))
+        else:
+            display.line(f"deleted {report.runs} run(s) and {report.blobs} unreferenced "
+                         "blob(s)")
+        return 0
+
+    raise typer.Exit(run_async(go, as_json))
 
 
 @app.command()

@@ -164,15 +164,23 @@ def parse_json_option(text: str | None, option: str) -> Any:
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
+def parse_age(text: str, option: str) -> float:
+    """An age such as ``90s``, ``30m``, ``2h``, ``7d``, ``1w``, in seconds."""
+    raw = text.strip()
+    unit = raw[-1:].lower()
+    if unit in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
+        return float(raw[:-1]) * _AGE_UNITS[unit]
+    raise UsageError(f"{option} {text!r} is not an age: use 90s, 30m, 2h, 7d or 1w")
+
+
 def parse_when(text: str | None, option: str, now: float) -> float | None:
     """``--since``/``--until``: an ISO 8601 time (no offset: local time) or an age such as
     ``90s``, ``30m``, ``2h``, ``7d``, ``1w`` (that long before ``now``)."""
     if text is None:
         return None
     raw = text.strip()
-    unit = raw[-1:].lower()
-    if unit in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
-        return now - float(raw[:-1]) * _AGE_UNITS[unit]
+    if raw[-1:].lower() in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
+        return now - parse_age(raw, option)
     try:
         moment = datetime.fromisoformat(raw)
     except ValueError:

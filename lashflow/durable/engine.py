@@ -25,7 +25,7 @@ from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
 from .events import Events, Listener
-from .operator import Operator
+from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
@@ -218,6 +218,14 @@ class Engine:
         returned that value, driven on from there. Linked both ways (``forked_from``)."""
         new_id = await self.operator.fork(run_id, from_step, dict(set or {}), run_id_of_fork)
         return await self.resume(new_id)
+
+    async def gc(self, older_than: float, statuses: Iterable[str] = SETTLED, *,
+                 dry_run: bool = False) -> GcReport:
+        """Retention: delete settled runs not updated for ``older_than`` seconds (with
+        their journals, keys, signals and the blobs only they used), in short batches so
+        workers keep running beside it. ``dry_run``: count, delete nothing."""
+        return await collect(self.store, self.clock.now() - older_than, statuses,
+                             dry_run=dry_run)
 
     async def recover(self) -> list[RunOutcome]:
         """Drive every run whose owner is gone, and every waiting run whose timer is due.

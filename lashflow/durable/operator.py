@@ -14,10 +14,11 @@ on the new run, ``forks`` on the original) and drives it from there.
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from ..errors import LashflowError, RunBusy, RunConflict, UsageError
-from ..states import STOPPED
+from ..states import SETTLED, STOPPED
 from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
 from ..tools import OutcomeStatus, ToolOutcome
 from ..tools.clock import Clock
@@ -125,6 +126,52 @@ class Operator:
         return new_id
 
 
+@dataclass(slots=True)
+class GcReport:
+    """What retention deleted (or, in a dry run, would delete)."""
+
+    runs: int
+    blobs: int
+    dry_run: bool
+    run_ids: list[str] = field(default_factory=list)  # the first few, for a person to check
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "blobs": self.blobs, "dry_run": self.dry_run,
+                "run_ids": self.run_ids}
+
+
+GC_BATCH = 200  # runs per transaction: the write lock is never held long
+
+
+async def collect(store: Store, before: float, statuses: Iterable[str], *,
+                  dry_run: bool) -> GcReport:
+    """Delete settled runs last updated before ``before`` (with their journals), then the
+    blobs no step refers to, in batches of ``GC_BATCH`` that each commit on their own,
+    so workers keep running beside it."""
+    wanted = sorted(set(statuses))
+    unknown = [s for s in wanted if s not in SETTLED]
+    if unknown:
+        raise UsageError(f"gc deletes only settled runs (finished, failed, cancelled), not "
+                         f"{unknown[0]!r}")
+    if dry_run:
+        ids = await store.stale_runs(before, wanted, 1_000_000)
+        return GcReport(len(ids), 0, True, ids[:20])
+    deleted, shown = 0, []
+    while True:
+        ids = await store.stale_runs(before, wanted, GC_BATCH)
+        if not ids:
+            break
+        deleted += await store.delete_runs(ids)
+        shown += ids[: max(0, 20 - len(shown))]
+    blobs = 0
+    while True:
+        gone = await store.delete_unreferenced_blobs(GC_BATCH)
+        blobs += gone
+        if gone < GC_BATCH:
+            break
+    return GcReport(deleted, blobs, False, shown)
+
+
 def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
     """A step by key, or by the row number ``show`` prints (1-based)."""
     for index, step in enumerate(steps):
@@ -138,4 +185,4 @@ def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
                            if steps else " (it has no steps yet)"), code="unknown_step")
 
 
-__all__ = ["Operator", "first_failure"]
+__all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "first_failure"]

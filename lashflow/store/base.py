@@ -248,6 +248,20 @@ class Store(abc.ABC):
         """The run, its journal and its children's summaries, in one read."""
 
     @abc.abstractmethod
+    async def stale_runs(self, before: float, statuses: Collection[str], limit: int) -> list[str]:
+        """Up to ``limit`` settled runs with one of ``statuses`` last updated before
+        ``before``, oldest first (what retention would delete next)."""
+
+    @abc.abstractmethod
+    async def delete_runs(self, run_ids: Collection[str]) -> int:
+        """Delete these runs, if settled, with their journal, keys and signals, in one
+        short transaction; returns how many runs were deleted."""
+
+    @abc.abstractmethod
+    async def delete_unreferenced_blobs(self, limit: int) -> int:
+        """Delete up to ``limit`` blobs no step refers to any more."""
+
+    @abc.abstractmethod
     async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
         """Which of ``run_ids`` have a cancel requested (the cancel watcher's one query)."""
 

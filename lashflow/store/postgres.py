@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from ..errors import DbError, JournalCorrupt
+from ..states import SETTLED
 from .base import (
     BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunDetail, RunPage,
     RunQuery, RunRecord, StepRecord, Store,
@@ -447,6 +448,32 @@ class PostgresStore(Store):
                 "ORDER BY created_at, run_id", run_id)
         detail.children = [summary_from_row(child, _loads) for child in children]
         return detail
+
+    async def stale_runs(self, before: float, statuses: Collection[str], limit: int) -> list[str]:
+        wanted = [s for s in statuses if s in SETTLED]
+        rows = await self._fetch(
+            "SELECT run_id FROM lashflow_runs WHERE status = ANY($1::text[]) AND updated_at < $2 "
+            "ORDER BY updated_at, run_id LIMIT $3", wanted, float(before), limit)
+        return [row[0] for row in rows]
+
+    async def delete_runs(self, run_ids: Collection[str]) -> int:
+        if not run_ids:
+            return 0
+        async with self._conn() as conn, conn.transaction():
+            settled = [row[0] for row in await conn.fetch(
+                "SELECT run_id FROM lashflow_runs WHERE run_id = ANY($1::text[]) AND status IN "
+                "('finished', 'failed', 'cancelled') FOR UPDATE", list(run_ids))]
+            for table in ("steps", "attempts", "completions", "signals", "runs"):
+                await conn.execute(f"DELETE FROM lashflow_{table} WHERE run_id = ANY($1::text[])",
+                                   settled)
+        return len(settled)
+
+    async def delete_unreferenced_blobs(self, limit: int) -> int:
+        status = await self._fetchval(
+            "WITH gone AS (DELETE FROM lashflow_blobs WHERE hash IN (SELECT b.hash FROM "
+            "lashflow_blobs b WHERE NOT EXISTS (SELECT 1 FROM lashflow_steps s WHERE "
+            "s.blob = b.hash) LIMIT $1) RETURNING 1) SELECT count(*) FROM gone", limit)
+        return int(status or 0)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
         if not run_ids:

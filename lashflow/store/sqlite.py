@@ -31,6 +31,7 @@ from typing import Any, Callable, Collection, TypeVar
 import aiosqlite
 
 from ..errors import DbError
+from ..states import SETTLED
 from .base import (
     BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, JournalCorrupt, RunDetail,
     RunPage, RunQuery, RunRecord, StepRecord, Store,
@@ -402,6 +403,41 @@ class SqliteStore(Store):
                 "ORDER BY created_at, run_id", (run_id,))]
             return detail
         return await self._call(read)
+
+    async def stale_runs(self, before: float, statuses: Collection[str], limit: int) -> list[str]:
+        wanted = [s for s in statuses if s in SETTLED]
+
+        def read(conn: sqlite3.Connection) -> list[str]:
+            if not wanted:
+                return []
+            return [row[0] for row in conn.execute(
+                f"SELECT run_id FROM runs WHERE status IN ({','.join('?' * len(wanted))}) "
+                "AND updated_at < ? ORDER BY updated_at, run_id LIMIT ?",
+                (*wanted, before, limit))]
+        return await self._call(read)
+
+    async def delete_runs(self, run_ids: Collection[str]) -> int:
+        ids = list(run_ids)
+
+        def write(conn: sqlite3.Connection) -> int:
+            marks = ",".join("?" * len(ids))
+            settled = [row[0] for row in conn.execute(
+                f"SELECT run_id FROM runs WHERE run_id IN ({marks}) AND status IN "
+                "('finished', 'failed', 'cancelled')", ids)]
+            if not settled:
+                return 0
+            marks = ",".join("?" * len(settled))
+            for table in ("steps", "attempts", "completions", "signals", "runs"):
+                conn.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", settled)
+            return len(settled)
+        return await self._write(write) if ids else 0
+
+    async def delete_unreferenced_blobs(self, limit: int) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM blobs WHERE hash IN (SELECT b.hash FROM blobs b WHERE NOT EXISTS "
+                "(SELECT 1 FROM steps s WHERE s.blob = b.hash) LIMIT ?)", (limit,)).rowcount
+        return await self._write(write)
 
     async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
         ids = list(run_ids)

@@ -87,3 +87,22 @@ def test_cancel_of_a_settled_run_and_a_reason(lf: Any, tmp_path: Path) -> None:
     shown = lf("show", "s", "--json").json
     assert shown["status"] == "cancelled"
     assert shown["error"]["message"].endswith("customer withdrew")
+
+
+def test_gc_from_the_cli(lf: Any, tmp_path: Path) -> None:
+    done = tmp_path / "done.lash"
+    done.write_text("finish 1\n")
+    for i in range(3):
+        assert lf("run", done, "--run-id", f"d{i}").code == 0
+    dry = lf("gc", "--older-than", "0s", "--dry-run", "--json")
+    assert dry.code == 0 and dry.json["runs"] == 3 and dry.json["dry_run"] is True
+    assert len(lf("list", "--json").json["runs"]) == 3
+    kept = lf("gc", "--older-than", "30d")
+    assert kept.code == 0 and "deleted 0 run(s)" in kept.out
+    gone = lf("gc", "--older-than", "0s", "--status", "finished")
+    assert gone.code == 0 and "deleted 3 run(s)" in gone.out
+    assert lf("list", "--json").json["runs"] == []
+    bad = lf("gc", "--older-than", "soon")
+    assert bad.code == 2 and "error[usage_error]" in bad.err
+    waiting = lf("gc", "--older-than", "1d", "--status", "waiting")
+    assert waiting.code == 2 and "only settled runs" in waiting.err

@@ -99,3 +99,23 @@ async def test_summaries_carry_what_a_list_shows(backend: Any) -> None:
         assert (summary.status, summary.wake_at, summary.updated_at, summary.note) == (
             "waiting", 9.0, 6.0, "worker z lacks tools")
         assert summary.waiting[0]["kind"] == "sleep"
+
+
+async def test_retention_deletes_only_settled_runs_and_unused_blobs(backend: Any) -> None:
+    big = "z" * 70_000  # over the blob threshold
+    async with backend.make() as store:
+        await store.create_run(run("old", 1, status="finished"))
+        await store.create_run(run("old-waiting", 1, status="waiting"))
+        await store.create_run(run("new", 50, status="failed"))
+        for name in ("old", "new"):
+            await store.commit(Commit(name, None, steps=[
+                StepRecord(name, "s:1", "tool", "t", "h", "done",
+                           {"status": "ok", "value": big + name}, seq=1)]))
+        assert await store.stale_runs(10, ("finished", "failed", "waiting"), 10) == ["old"]
+        assert await store.delete_runs(["old", "old-waiting"]) == 1  # never a waiting run
+        assert await store.delete_unreferenced_blobs(10) == 1
+        assert await store.delete_unreferenced_blobs(10) == 0
+        assert await store.get_run("old") is None
+        assert await store.get_run("old-waiting") is not None
+        steps, _ = await store.load_journal("new")
+        assert steps[0].outcome["value"] == big + "new"
