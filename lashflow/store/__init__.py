@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs, urlparse
 
-from ..errors import DbError
+from ..errors import DbError, Fenced
 from .base import (
-    AttemptRecord, Commit, Fenced, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
+    AttemptRecord, Commit, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
     RunSummary, StepRecord, Store,
 )
 

@@ -14,7 +14,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterator
 
-from ..errors import Fenced, JournalCorrupt
+from ..errors import JournalCorrupt
 
 SCHEMA_VERSION = 3
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed

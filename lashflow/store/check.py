@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import LashflowError
-from ..states import FINAL_ATTEMPT_STATUSES, STEP_STATUSES
+from ..states import STEP_STATUSES
 from .base import AttemptRecord, RunRecord, StepRecord, Store
 
 __all__ = ["Problem", "check_run", "check_store"]

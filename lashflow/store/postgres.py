@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import secrets
 import socket
 import time
@@ -31,15 +29,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from ..errors import DbError, JournalCorrupt
+from ..errors import DbError, Fenced, JournalCorrupt
 from ..states import SETTLED
 from .base import (
-    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, RunDetail, RunPage,
-    RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    Store,
 )
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
 from .queries import SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
+from .rows import (
+    RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, journal_from_rows, loads, run_from_row,
+)
 
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
 
@@ -97,27 +98,6 @@ _MIGRATIONS: dict[int, list[str]] = {
 # Errors of the driver, the server or the network: all become one-line DbErrors.
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
 _RETRYABLE = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _corrupt(run_id: str, step_key: str, what: str) -> JournalCorrupt:
-    return JournalCorrupt(f"run {run_id}: journal entry {step_key} cannot be trusted: {what}; "
-                          "it will not be replayed (restore the database from a backup)",
-                          run_id=run_id)
-
-
-def _checked(run_id: str, step_key: str, what: str, text: str | None) -> Any:
-    try:
-        return _loads(text)
-    except ValueError as exc:
-        raise _corrupt(run_id, step_key, f"its {what} is not valid JSON ({exc})") from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -198,24 +178,21 @@ class _GroupRows:
         rows = cls()
         for index, change in enumerate(changes):
             for step in change.steps:
-                outcome: str | None = _dumps(step.outcome)
-                blob = None
-                if len(outcome) > BLOB_THRESHOLD:
-                    blob = hashlib.sha256(outcome.encode()).hexdigest()
-                    rows.blobs.append((index, blob, outcome))
-                    outcome = None
+                row = encode_step(step)
+                if row.blob is not None:
+                    rows.blobs.append((index, row.blob, row.blob_data))
                 rows.steps.append((index, step.run_id, step.step_key, step.seq, step.kind, step.tool,
-                                   step.args_hash, step.status, outcome, blob, _dumps(step.detail),
+                                   step.args_hash, step.status, row.outcome, row.blob, row.detail,
                                    float(step.created_at), float(step.updated_at)))
             for attempt in change.attempts:
                 rows.attempts.append((index, attempt.run_id, attempt.step_key, attempt.attempt,
                                       attempt.status, attempt.code, attempt.message,
-                                      _dumps(attempt.detail), _float_or_none(attempt.started_at),
+                                      dumps(attempt.detail), _float_or_none(attempt.started_at),
                                       _float_or_none(attempt.finished_at)))
             if change.run is not None:
                 run = change.run
-                rows.runs.append((index, change.run_id, run.status, _dumps(run.result),
-                                  _dumps(run.error), _dumps(run.waiting), _float_or_none(run.wake_at),
+                rows.runs.append((index, change.run_id, run.status, dumps(run.result),
+                                  dumps(run.error), dumps(run.waiting), _float_or_none(run.wake_at),
                                   run.release_lease, _float_or_none(run.updated_at)))
         return rows
 
@@ -379,45 +356,32 @@ class PostgresStore(Store):
         return text
 
     # -- runs ------------------------------------------------------------------------
-    _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
-                    "error, waiting, created_at, updated_at, lease_owner, lease_expires, generation, "
-                    "cancel_requested, wake_at, meta")
-
-    @staticmethod
-    def _run_from_row(row: Any) -> RunRecord:
-        return RunRecord(
-            run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
-            input=_loads(row[4]), input_hash=row[5], status=row[6], result=_loads(row[7]),
-            error=_loads(row[8]), waiting=_loads(row[9]) or [], created_at=row[10],
-            updated_at=row[11], lease_owner=row[12], lease_expires=row[13], generation=row[14],
-            cancel_requested=bool(row[15]), wake_at=row[16], meta=_loads(row[17]) or {})
-
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         # A new queued run wakes the idle workers (the NOTIFY goes out with the commit).
         row = await self._fetchrow(
-            f"INSERT INTO lashflow_runs ({self._RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
+            f"INSERT INTO lashflow_runs ({RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
             f"$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
-            f"RETURNING {self._RUN_COLUMNS}, "
+            f"RETURNING {RUN_COLUMNS}, "
             f"CASE WHEN status = 'queued' THEN pg_notify($19, '') END",
-            run.run_id, run.parent_run_id, run.process, run.source_hash, _dumps(run.input),
-            run.input_hash, run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
+            run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
+            run.input_hash, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            None if run.wake_at is None else float(run.wake_at), _dumps(run.meta), self._channel)
+            None if run.wake_at is None else float(run.wake_at), dumps(run.meta), self._channel)
         if row is not None:
-            return self._run_from_row(row), True
+            return run_from_row(row), True
         existing = await self.get_run(run.run_id)
         if existing is None:  # inserted and deleted in between: nothing here deletes runs
             raise DbError(f"run {run.run_id} vanished while being created")
         return existing, False
 
     async def get_run(self, run_id: str) -> RunRecord | None:
-        row = await self._fetchrow(f"SELECT {self._RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
+        row = await self._fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
                                    run_id)
-        return self._run_from_row(row) if row else None
+        return run_from_row(row) if row else None
 
     async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        sql = f"SELECT {self._RUN_COLUMNS} FROM lashflow_runs"
+        sql = f"SELECT {RUN_COLUMNS} FROM lashflow_runs"
         params: list[Any] = []
         if status is not None:
             params.append(status)
@@ -426,19 +390,19 @@ class PostgresStore(Store):
         if limit is not None:
             params.append(limit)
             sql += f" LIMIT ${len(params)}"
-        return [self._run_from_row(row) for row in await self._fetch(sql, *params)]
+        return [run_from_row(row) for row in await self._fetch(sql, *params)]
 
     async def query_runs(self, query: RunQuery) -> RunPage:
         sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}")
-        return page_of(await self._fetch(sql, *params), query, _loads)
+        return page_of(await self._fetch(sql, *params), query)
 
     async def run_detail(self, run_id: str) -> RunDetail | None:
         async with self._conn() as conn, conn.transaction(readonly=True):
             row = await conn.fetchrow(
-                f"SELECT {self._RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1", run_id)
+                f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1", run_id)
             if row is None:
                 return None
-            detail = RunDetail(self._run_from_row(row))
+            detail = RunDetail(run_from_row(row))
             try:
                 detail.steps, detail.attempts = await self._read_journal(conn, run_id)
             except JournalCorrupt as exc:
@@ -446,7 +410,7 @@ class PostgresStore(Store):
             children = await conn.fetch(
                 f"SELECT {SUMMARY_COLUMNS} FROM lashflow_runs WHERE parent_run_id = $1 "
                 "ORDER BY created_at, run_id", run_id)
-        detail.children = [summary_from_row(child, _loads) for child in children]
+        detail.children = [summary_from_row(child) for child in children]
         return detail
 
     async def stale_runs(self, before: float, statuses: Collection[str], limit: int) -> list[str]:
@@ -628,10 +592,10 @@ class PostgresStore(Store):
                                           "FOR UPDATE", run_id)
                 if row is None:
                     return
-                meta = _loads(row[0]) or {}
+                meta = loads(row[0]) or {}
                 edit(meta)
                 await conn.execute("UPDATE lashflow_runs SET meta = $1 WHERE run_id = $2",
-                                   _dumps(meta), run_id)
+                                   dumps(meta), run_id)
 
     async def reopen_run(self, run_id: str, now: float,
                          edit: Callable[[dict[str, Any]], None]) -> bool:
@@ -643,13 +607,13 @@ class PostgresStore(Store):
                     "lease_expires < $2) FOR UPDATE", run_id, float(now))
                 if row is None:
                     return False
-                meta = _loads(row[0]) or {}
+                meta = loads(row[0]) or {}
                 edit(meta)
                 await conn.execute(
                     "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
                     "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
                     "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1",
-                    run_id, float(now), _dumps(meta))
+                    run_id, float(now), dumps(meta))
                 await conn.execute("SELECT pg_notify($1, '')", self._channel)  # it is queued
         return True
 
@@ -664,25 +628,12 @@ class PostgresStore(Store):
         """The run's journal; a row that does not decode, or whose blob is missing, is
         ``JournalCorrupt`` (as in SQLite), never a half-read step replay would trust."""
         step_rows = await conn.fetch(
-            "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
-            "s.detail, s.seq, s.created_at, s.updated_at, s.blob FROM lashflow_steps s LEFT JOIN "
-            "lashflow_blobs b ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
+            f"SELECT {STEP_READ_COLUMNS} FROM lashflow_steps s LEFT JOIN lashflow_blobs b "
+            "ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
         attempt_rows = await conn.fetch(
             "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
             "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
-        steps = []
-        for row in step_rows:
-            if row[11] is not None and row[6] is None:
-                raise _corrupt(run_id, row[0], f"its outcome blob {row[11]} is missing")
-            outcome = row[6] if row[11] is not None else row[5]
-            steps.append(StepRecord(
-                run_id, row[0], row[1], row[2], row[3], row[4],
-                _checked(run_id, row[0], "outcome", outcome),
-                _checked(run_id, row[0], "detail", row[7]) or {}, row[8], row[9], row[10]))
-        attempts = [AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
-                                  _checked(run_id, row[0], "attempt detail", row[5]) or {},
-                                  row[6], row[7]) for row in attempt_rows]
-        return steps, attempts
+        return journal_from_rows(run_id, step_rows, attempt_rows)
 
     async def commit(self, change: Commit) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -858,7 +809,7 @@ class PostgresStore(Store):
     def _completion_row(row: Any) -> dict[str, Any]:
         return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
                 "deadline_at": row[3], "on_timeout": row[4], "on_cancel": row[5], "module": row[6],
-                "tool": row[7], "resolution": _loads(row[8])}
+                "tool": row[7], "resolution": loads(row[8])}
 
     async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None:
         row = await self._fetchrow(f"SELECT {self._COMPLETION_COLUMNS} FROM lashflow_completions "
@@ -897,7 +848,7 @@ class PostgresStore(Store):
                 if respect_deadline and deadline is not None and now >= deadline:
                     return current, "expired"
                 await conn.execute("UPDATE lashflow_completions SET resolution = $1 WHERE run_id = $2 "
-                                   "AND step_key = $3", _dumps(resolution), run_id, step_key)
+                                   "AND step_key = $3", dumps(resolution), run_id, step_key)
         current["resolution"] = resolution
         return current, "won"
 
@@ -915,7 +866,7 @@ class PostgresStore(Store):
                 "INSERT INTO lashflow_signals (run_id, name, ordinal, payload) "
                 "SELECT $1::text, $2::text, COALESCE(MAX(ordinal), 0) + 1, $3::text "
                 "FROM lashflow_signals WHERE run_id = $1 AND name = $2 "
-                "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, _dumps(payload))
+                "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, dumps(payload))
             if ordinal is not None:
                 return int(ordinal)
         raise DbError(f"could not append signal {name!r} to run {run_id}: too much contention")
@@ -923,7 +874,7 @@ class PostgresStore(Store):
     async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]:
         row = await self._fetchrow("SELECT payload FROM lashflow_signals WHERE run_id = $1 AND "
                                    "name = $2 AND ordinal = $3", run_id, name, ordinal)
-        return (True, _loads(row[0])) if row else (False, None)
+        return (True, loads(row[0])) if row else (False, None)
 
 
 def _float_or_none(value: float | None) -> float | None:

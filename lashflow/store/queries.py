@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..errors import JournalCorrupt, UsageError
 from .base import RunPage, RunQuery, RunSummary
+from .rows import loads
 
 SUMMARY_COLUMNS = ("run_id, process, status, parent_run_id, created_at, updated_at, waiting, "
                    "error, wake_at, cancel_requested, lease_owner, lease_expires, meta")
@@ -72,7 +73,7 @@ def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str]) -> 
             f"LIMIT {int(query.limit) + 1}"), params
 
 
-def summary_from_row(row: Any, loads: Callable[[str | None], Any]) -> RunSummary:
+def summary_from_row(row: Any) -> RunSummary:
     try:
         meta = loads(row[12]) or {}
         waiting, error = loads(row[6]) or [], loads(row[7])
@@ -85,9 +86,9 @@ def summary_from_row(row: Any, loads: Callable[[str | None], Any]) -> RunSummary
         lease_owner=row[10], lease_expires=row[11], note=meta.get("note"))
 
 
-def page_of(rows: list[Any], query: RunQuery, loads: Callable[[str | None], Any]) -> RunPage:
+def page_of(rows: list[Any], query: RunQuery) -> RunPage:
     """The page's summaries and the cursor of the next page (None on the last)."""
-    summaries = [summary_from_row(row, loads) for row in rows[: query.limit]]
+    summaries = [summary_from_row(row) for row in rows[: query.limit]]
     more = len(rows) > query.limit and summaries
     last = summaries[-1] if more else None
     return RunPage(summaries, encode_cursor(last.created_at, last.run_id) if last else None)

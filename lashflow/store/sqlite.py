@@ -18,26 +18,27 @@ waits the commit out, the run would have waited for it anyway.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import os
 import secrets
 import sqlite3
 import time
-import zlib
 from typing import Any, Callable, Collection, TypeVar
 
 import aiosqlite
 
-from ..errors import DbError
+from ..errors import DbError, Fenced, JournalCorrupt
 from ..states import SETTLED
 from .base import (
-    BLOB_THRESHOLD, SCHEMA_VERSION, AttemptRecord, Commit, Fenced, JournalCorrupt, RunDetail,
-    RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    Store,
 )
 from .leases import owner_is_dead
 from .queries import SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
+from .rows import (
+    RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, journal_from_rows, loads,
+    run_from_row,
+)
 
 T = TypeVar("T")
 _Write = Callable[[sqlite3.Connection], Any]  # a write op run inside the group transaction
@@ -89,14 +90,6 @@ _MIGRATIONS: dict[int, list[str]] = {
 }
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 class _NoRunData(logging.Filter):
     """aiosqlite logs every call it runs, arguments included, at DEBUG. Ours carry run
     data (tool inputs and outputs, completion keys in waits, SPEC 3.4): the record keeps
@@ -115,58 +108,6 @@ def _operation(fn: Any) -> str:
 
 
 logging.getLogger("aiosqlite").addFilter(_NoRunData())
-
-
-def _corrupt(run_id: str, step_key: str, what: str) -> JournalCorrupt:
-    return JournalCorrupt.of(run_id, step_key, what)
-
-
-def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:
-    try:
-        return _loads(text)
-    except (ValueError, TypeError) as exc:
-        raise _corrupt(run_id, step_key, f"{what} is not JSON: {exc}") from None
-
-
-def _step_from_row(run_id: str, row: tuple[Any, ...]) -> tuple[StepRecord, AttemptRecord | None]:
-    """Decode one steps row, checking what a crash or a bad disk could have broken; with
-    the attempt folded into it, if any (see ``_fold``).
-
-    Each write stores ``crc`` (CRC-32 of the outcome text) in ``detail``, so a row whose
-    outcome still parses but was changed or cut is caught too; rows written before the
-    checksum existed are checked for JSON only (the engine checks what a step holds)."""
-    step_key = row[0]
-    text = row[6] if row[11] is not None else row[5]
-    if row[11] is not None and row[6] is None:
-        raise _corrupt(run_id, step_key, f"its outcome blob {row[11][:12]} is missing")
-    detail = _checked_json(run_id, step_key, "detail", row[7])
-    if detail is not None and not isinstance(detail, dict):
-        raise _corrupt(run_id, step_key, "detail is not an object")
-    detail = detail or {}
-    crc = detail.pop("crc", None)
-    if crc is not None and (text is None or zlib.crc32(text.encode()) != crc):
-        raise _corrupt(run_id, step_key, "the outcome does not match its checksum")
-    outcome = _checked_json(run_id, step_key, "outcome", text)
-    folded = detail.pop("a1", None)
-    attempt = None
-    if folded is not None:
-        if not (isinstance(folded, list) and len(folded) == 5):
-            raise _corrupt(run_id, step_key, "its folded attempt is malformed")
-        attempt = AttemptRecord(run_id, step_key, 1, folded[0], folded[1], folded[2], {},
-                                folded[3], folded[4])
-    return (StepRecord(run_id, step_key, row[1], row[2], row[3], row[4], outcome, detail,
-                       row[8], row[9], row[10]), attempt)
-
-
-def _fold(change: Commit) -> dict[str, AttemptRecord]:
-    """The attempts of ``change`` to keep inside their step's row: an attempt marked
-    ``with_step`` whose step is written ``done`` in the same change (ADR 0010). One INSERT
-    into a two-index table fewer per step, about a tenth of a step's cost here."""
-    marked = {a.step_key: a for a in change.attempts if a.with_step and a.attempt == 1}
-    if not marked:
-        return marked
-    return {s.step_key: marked[s.step_key] for s in change.steps
-            if s.status == "done" and s.step_key in marked}
 
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection holds it
@@ -321,54 +262,33 @@ class SqliteStore(Store):
         return text
 
     # -- runs ------------------------------------------------------------------------
-    _RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
-                    "error, waiting, created_at, updated_at, lease_owner, lease_expires, generation, "
-                    "cancel_requested, wake_at, meta")
-
-    @staticmethod
-    def _run_from_row(row: tuple[Any, ...]) -> RunRecord:
-        """A run row; one whose JSON columns do not decode is ``JournalCorrupt`` (one
-        line naming the run), not a crash of every command that lists runs."""
-        try:
-            fields = [_loads(row[i]) for i in (4, 7, 8, 9, 17)]
-        except ValueError as exc:
-            raise JournalCorrupt(f"run {row[0]}: its row in the runs table is corrupt ({exc}); "
-                                 "restore the database from a backup", run_id=row[0]) from None
-        return RunRecord(
-            run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
-            input=fields[0], input_hash=row[5], status=row[6], result=fields[1],
-            error=fields[2], waiting=fields[3] or [], created_at=row[10],
-            updated_at=row[11], lease_owner=row[12], lease_expires=row[13], generation=row[14],
-            cancel_requested=bool(row[15]), wake_at=row[16],
-            meta=fields[4] or {})
-
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
         def write(conn: sqlite3.Connection) -> tuple[RunRecord, bool]:
             cursor = conn.execute(
-                f"INSERT OR IGNORE INTO runs ({self._RUN_COLUMNS}) VALUES "
+                f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES "
                 "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run.run_id, run.parent_run_id, run.process, run.source_hash, _dumps(run.input),
-                 run.input_hash, run.status, _dumps(run.result), _dumps(run.error),
-                 _dumps(run.waiting), run.created_at, run.updated_at, run.lease_owner,
+                (run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
+                 run.input_hash, run.status, dumps(run.result), dumps(run.error),
+                 dumps(run.waiting), run.created_at, run.updated_at, run.lease_owner,
                  run.lease_expires, run.generation, int(run.cancel_requested), run.wake_at,
-                 _dumps(run.meta)))
+                 dumps(run.meta)))
             if cursor.rowcount == 1:
                 return run, True  # stored as given: no need to read it back
-            row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
+            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run.run_id,)).fetchone()
-            return self._run_from_row(row), False
+            return run_from_row(row), False
         return await self._write(write)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def read(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
+            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run_id,)).fetchone()
-            return self._run_from_row(row) if row else None
+            return run_from_row(row) if row else None
         return await self._call(read)
 
     async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
         def read(conn: sqlite3.Connection) -> list[RunRecord]:
-            sql = f"SELECT {self._RUN_COLUMNS} FROM runs"
+            sql = f"SELECT {RUN_COLUMNS} FROM runs"
             params: list[Any] = []
             if status is not None:
                 sql += " WHERE status = ?"
@@ -377,7 +297,7 @@ class SqliteStore(Store):
             if limit is not None:
                 sql += " LIMIT ?"
                 params.append(limit)
-            return [self._run_from_row(row) for row in conn.execute(sql, params)]
+            return [run_from_row(row) for row in conn.execute(sql, params)]
         return await self._call(read)
 
     async def query_runs(self, query: RunQuery) -> RunPage:
@@ -385,20 +305,20 @@ class SqliteStore(Store):
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(sql, params).fetchall()
-        return page_of(await self._call(read), query, _loads)
+        return page_of(await self._call(read), query)
 
     async def run_detail(self, run_id: str) -> RunDetail | None:
         def read(conn: sqlite3.Connection) -> RunDetail | None:
-            row = conn.execute(f"SELECT {self._RUN_COLUMNS} FROM runs WHERE run_id = ?",
+            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run_id,)).fetchone()
             if row is None:
                 return None
-            detail = RunDetail(self._run_from_row(row))
+            detail = RunDetail(run_from_row(row))
             try:
                 detail.steps, detail.attempts = self._read_journal(conn, run_id)
             except JournalCorrupt as exc:
                 detail.journal_error = exc
-            detail.children = [summary_from_row(child, _loads) for child in conn.execute(
+            detail.children = [summary_from_row(child) for child in conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE parent_run_id = ? "
                 "ORDER BY created_at, run_id", (run_id,))]
             return detail
@@ -518,9 +438,9 @@ class SqliteStore(Store):
             row = conn.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 return
-            meta = _loads(row[0]) or {}
+            meta = loads(row[0]) or {}
             edit(meta)
-            conn.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run_id))
+            conn.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (dumps(meta), run_id))
         await self._write(write)
 
     async def reopen_run(self, run_id: str, now: float,
@@ -532,13 +452,13 @@ class SqliteStore(Store):
                 (run_id, now)).fetchone()
             if row is None:
                 return False
-            meta = _loads(row[0]) or {}
+            meta = loads(row[0]) or {}
             edit(meta)
             conn.execute(
                 "UPDATE runs SET status = 'queued', result = 'null', error = 'null', "
                 "waiting = '[]', wake_at = NULL, cancel_requested = 0, lease_owner = NULL, "
                 "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
-                (now, _dumps(meta), run_id))
+                (now, dumps(meta), run_id))
             return True
         return bool(await self._write(write))
 
@@ -551,33 +471,13 @@ class SqliteStore(Store):
     @staticmethod
     def _read_journal(conn: sqlite3.Connection,
                       run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
-        steps = []
-        folded = []
-        for row in conn.execute(
-                "SELECT s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
-                "s.detail, s.seq, s.created_at, s.updated_at, s.blob FROM steps s LEFT JOIN "
-                "blobs b ON b.hash = s.blob WHERE s.run_id = ? ORDER BY s.seq", (run_id,)):
-            step, attempt = _step_from_row(run_id, row)
-            steps.append(step)
-            if attempt is not None:
-                folded.append(attempt)
-        attempts = []
-        for row in conn.execute(
-                "SELECT step_key, attempt, status, code, message, detail, started_at, "
-                "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)):
-            detail = _checked_json(run_id, row[0], "attempt detail", row[5])
-            attempts.append(AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4],
-                                          detail or {}, row[6], row[7]))
-        # a folded first attempt also written as a row (a retried step keeps its history)
-        # counts once; one whose step has later attempts as rows goes before them
-        rows = {(a.step_key, a.attempt) for a in attempts}
-        for first in folded:
-            if (first.step_key, first.attempt) in rows:
-                continue
-            at = next((i for i, a in enumerate(attempts) if a.step_key == first.step_key),
-                      len(attempts))
-            attempts.insert(at, first)
-        return steps, attempts
+        steps = conn.execute(
+            f"SELECT {STEP_READ_COLUMNS} FROM steps s LEFT JOIN blobs b ON b.hash = s.blob "
+            "WHERE s.run_id = ? ORDER BY s.seq", (run_id,)).fetchall()
+        attempts = conn.execute(
+            "SELECT step_key, attempt, status, code, message, detail, started_at, "
+            "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)).fetchall()
+        return journal_from_rows(run_id, steps, attempts)
 
     async def commit(self, change: Commit) -> None:
         await self._write(change)
@@ -694,19 +594,12 @@ class SqliteStore(Store):
 
     @staticmethod
     def _apply_one(conn: sqlite3.Connection, change: Commit) -> None:
-        folded = _fold(change)
+        folded = folded_attempts(change)
         for step in change.steps:
-            outcome = _dumps(step.outcome)
-            detail = dict(step.detail, crc=zlib.crc32(outcome.encode()))  # see _step_from_row
-            first = folded.get(step.step_key)
-            if first is not None:
-                detail["a1"] = [first.status, first.code, first.message, first.started_at,
-                                first.finished_at]
-            blob = None
-            if len(outcome) > BLOB_THRESHOLD:
-                blob = hashlib.sha256(outcome.encode()).hexdigest()
-                conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", (blob, outcome))
-                outcome = None
+            row = encode_step(step, folded.get(step.step_key))
+            if row.blob is not None:
+                conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)",
+                             (row.blob, row.blob_data))
             conn.execute(
                 "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, outcome, "
                 "blob, detail, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
@@ -714,7 +607,8 @@ class SqliteStore(Store):
                 "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
                 "updated_at = excluded.updated_at",
                 (step.run_id, step.step_key, step.seq, step.kind, step.tool, step.args_hash,
-                 step.status, outcome, blob, _dumps(detail), step.created_at, step.updated_at))
+                 step.status, row.outcome, row.blob, row.detail, step.created_at,
+                 step.updated_at))
         for attempt in change.attempts:
             if folded.get(attempt.step_key) is attempt:
                 continue
@@ -724,7 +618,7 @@ class SqliteStore(Store):
                 "attempt) DO UPDATE SET status = excluded.status, code = excluded.code, message = "
                 "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
                 (attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
-                 attempt.message, _dumps(attempt.detail), attempt.started_at, attempt.finished_at))
+                 attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at))
         if change.run is not None:
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
@@ -734,7 +628,7 @@ class SqliteStore(Store):
                 f"WHEN ? = 'waiting' AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?) "
                 f"THEN wake_at ELSE ? END, updated_at = COALESCE(?, updated_at){lease} "
                 "WHERE run_id = ?",
-                (run.status, _dumps(run.result), _dumps(run.error), _dumps(run.waiting),
+                (run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
                  run.status, run.wake_at, run.wake_at, run.wake_at, run.updated_at, change.run_id))
 
     # -- completions and signals ---------------------------------------------------------
@@ -745,7 +639,7 @@ class SqliteStore(Store):
     def _completion_row(row: tuple[Any, ...]) -> dict[str, Any]:
         return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
                 "deadline_at": row[3], "on_timeout": row[4], "on_cancel": row[5], "module": row[6],
-                "tool": row[7], "resolution": _loads(row[8])}
+                "tool": row[7], "resolution": loads(row[8])}
 
     def _read_completion(self, conn: sqlite3.Connection, run_id: str,
                          step_key: str) -> dict[str, Any] | None:
@@ -783,7 +677,7 @@ class SqliteStore(Store):
             if respect_deadline and deadline is not None and now >= deadline:
                 return current, "expired"
             conn.execute("UPDATE completions SET resolution = ? WHERE run_id = ? AND step_key = ?",
-                         (_dumps(resolution), run_id, step_key))
+                         (dumps(resolution), run_id, step_key))
             current["resolution"] = resolution
             return current, "won"
         return await self._write(write)  # first writer wins: check and set in one transaction
@@ -801,7 +695,7 @@ class SqliteStore(Store):
                                "AND name = ?", (run_id, name)).fetchone()
             ordinal = row[0] + 1
             conn.execute("INSERT INTO signals (run_id, name, ordinal, payload) VALUES (?,?,?,?)",
-                         (run_id, name, ordinal, _dumps(payload)))
+                         (run_id, name, ordinal, dumps(payload)))
             return ordinal
         return await self._write(write)
 
@@ -809,5 +703,5 @@ class SqliteStore(Store):
         def read(conn: sqlite3.Connection) -> tuple[bool, Any]:
             row = conn.execute("SELECT payload FROM signals WHERE run_id = ? AND name = ? AND "
                                "ordinal = ?", (run_id, name, ordinal)).fetchone()
-            return (True, _loads(row[0])) if row else (False, None)
+            return (True, loads(row[0])) if row else (False, None)
         return await self._call(read)

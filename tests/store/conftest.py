@@ -54,6 +54,17 @@ async def postgres_admin() -> asyncpg.Connection:
         "create schemas.", pytrace=False)
 
 
+class _Tables(dict):  # type: ignore[type-arg]
+    """``{steps}`` -> the backend's name of the steps table."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def __missing__(self, table: str) -> str:
+        return self.prefix + table
+
+
 class Backend:
     """One database for one test, plus the raw access a test needs to tamper with it."""
 
@@ -73,6 +84,11 @@ class Backend:
 
     def bad_urls(self, tmp_path: Path) -> list[str]:
         """URLs of this backend that cannot be opened, each for a different reason."""
+        raise NotImplementedError
+
+    async def tamper(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Run a hand edit as an operator (or a bad disk) would, outside lashflow. ``sql``
+        names tables as ``{steps}``, ``{blobs}``... and takes ``?`` placeholders."""
         raise NotImplementedError
 
 
@@ -95,6 +111,9 @@ class SqliteBackend(Backend):
 
     async def count(self, table: str) -> int:
         return self._execute(f"SELECT COUNT(*) FROM {table}")[0][0]
+
+    async def tamper(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        return self._execute(sql.format_map(_Tables("")), *params)
 
     def bad_urls(self, tmp_path: Path) -> list[str]:
         blocker = tmp_path / "a-file"
@@ -129,6 +148,15 @@ class PostgresBackend(Backend):
         conn = await self._connect()
         try:
             return await conn.fetchval(f"SELECT COUNT(*) FROM lashflow_{table}")
+        finally:
+            await conn.close()
+
+    async def tamper(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        pieces = sql.format_map(_Tables("lashflow_")).split("?")
+        numbered = pieces[0] + "".join(f"${n}{rest}" for n, rest in enumerate(pieces[1:], 1))
+        conn = await self._connect()
+        try:
+            return [tuple(row) for row in await conn.fetch(numbered, *params)]
         finally:
             await conn.close()
 

@@ -1,0 +1,168 @@
+"""The row codec both backends share: how a journal step, an attempt and a run are
+written as row values and read back, and what makes a row untrustworthy.
+
+Each backend keeps its own SQL; what goes into and comes out of the columns is decided
+here once, so a row that SQLite would refuse is refused by PostgreSQL too:
+
+- JSON is compact and keeps non-ASCII text as is (lossless round trip).
+- A step's ``detail`` carries ``crc``, the CRC-32 of its outcome text, so an outcome that
+  still parses but was edited or cut is caught, whether it sits in the row or in a blob.
+- Outcomes above ``BLOB_THRESHOLD`` go to the blobs table, keyed by their SHA-256; a
+  missing blob, a blob changed in place or a row pointing at another blob is corrupt.
+- A step's lone first attempt may be folded into its row (key ``a1`` of ``detail``);
+  decoding unfolds it, so callers never see the difference.
+
+Anything that does not decode raises ``JournalCorrupt`` naming the run and the step: a
+run is never replayed from a half-read row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..errors import JournalCorrupt
+from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
+
+# The columns a journal read selects, in this order, joined with the step's blob:
+# step_key, kind, tool, args_hash, status, outcome, blob data, detail, seq, created_at,
+# updated_at, blob hash.
+STEP_READ_COLUMNS = ("s.step_key, s.kind, s.tool, s.args_hash, s.status, s.outcome, b.data, "
+                     "s.detail, s.seq, s.created_at, s.updated_at, s.blob")
+# The runs columns ``run_from_row`` decodes, in this order.
+RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, status, result, "
+               "error, waiting, created_at, updated_at, lease_owner, lease_expires, generation, "
+               "cancel_requested, wake_at, meta")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:
+    try:
+        return loads(text)
+    except (ValueError, TypeError) as exc:
+        raise JournalCorrupt.of(run_id, step_key, f"{what} is not JSON: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedStep:
+    """A step as row values: ``outcome`` is None when the text went to blob ``blob``."""
+
+    outcome: str | None
+    blob: str | None
+    blob_data: str | None
+    detail: str
+
+
+def encode_step(step: StepRecord, first: AttemptRecord | None = None) -> EncodedStep:
+    """Row values for ``step``; ``first`` is an attempt to fold into the row."""
+    outcome = dumps(step.outcome)
+    detail = dict(step.detail, crc=zlib.crc32(outcome.encode()))
+    if first is not None:
+        detail["a1"] = [first.status, first.code, first.message, first.started_at,
+                        first.finished_at]
+    if len(outcome) <= BLOB_THRESHOLD:
+        return EncodedStep(outcome, None, None, dumps(detail))
+    blob = hashlib.sha256(outcome.encode()).hexdigest()
+    return EncodedStep(None, blob, outcome, dumps(detail))
+
+
+def folded_attempts(change: Commit) -> dict[str, AttemptRecord]:
+    """The attempts of ``change`` that may live inside their step's row: one marked
+    ``with_step`` whose step is written ``done`` in the same change (ADR 0010). A backend
+    that stores them as rows of their own simply does not ask."""
+    marked = {a.step_key: a for a in change.attempts if a.with_step and a.attempt == 1}
+    if not marked:
+        return marked
+    return {s.step_key: marked[s.step_key] for s in change.steps
+            if s.status == "done" and s.step_key in marked}
+
+
+def step_from_row(run_id: str, row: Sequence[Any]) -> tuple[StepRecord, AttemptRecord | None]:
+    """Decode one row of ``STEP_READ_COLUMNS``, checking what a crash, a bad disk or a hand
+    edit could have broken; with its folded first attempt, if any. Rows written before the
+    checksum existed are checked for JSON only (the engine checks what a step holds)."""
+    step_key, blob = row[0], row[11]
+    text = row[6] if blob is not None else row[5]
+    if blob is not None and row[6] is None:
+        raise JournalCorrupt.of(run_id, step_key, f"its outcome blob {blob[:12]} is missing")
+    detail = _checked_json(run_id, step_key, "detail", row[7])
+    if detail is not None and not isinstance(detail, dict):
+        raise JournalCorrupt.of(run_id, step_key, "detail is not an object")
+    detail = detail or {}
+    crc = detail.pop("crc", None)
+    if crc is not None and (text is None or zlib.crc32(text.encode()) != crc):
+        raise JournalCorrupt.of(run_id, step_key, "the outcome does not match its checksum")
+    if blob is not None and hashlib.sha256(text.encode()).hexdigest() != blob:
+        raise JournalCorrupt.of(run_id, step_key, f"its outcome blob {blob[:12]} was changed")
+    outcome = _checked_json(run_id, step_key, "outcome", text)
+    folded = detail.pop("a1", None)
+    attempt = None
+    if folded is not None:
+        if not (isinstance(folded, list) and len(folded) == 5):
+            raise JournalCorrupt.of(run_id, step_key, "its folded attempt is malformed")
+        attempt = AttemptRecord(run_id, step_key, 1, folded[0], folded[1], folded[2], {},
+                                folded[3], folded[4])
+    return (StepRecord(run_id, step_key, row[1], row[2], row[3], row[4], outcome, detail,
+                       row[8], row[9], row[10]), attempt)
+
+
+def attempt_from_row(run_id: str, row: Sequence[Any]) -> AttemptRecord:
+    """Decode (step_key, attempt, status, code, message, detail, started_at, finished_at)."""
+    detail = _checked_json(run_id, row[0], "attempt detail", row[5])
+    return AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4], detail or {},
+                         row[6], row[7])
+
+
+def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
+                      attempt_rows: Sequence[Sequence[Any]]
+                      ) -> tuple[list[StepRecord], list[AttemptRecord]]:
+    """A run's journal from its step rows (in seq order) and attempt rows (in write order)."""
+    steps: list[StepRecord] = []
+    folded: list[AttemptRecord] = []
+    for row in step_rows:
+        step, attempt = step_from_row(run_id, row)
+        steps.append(step)
+        if attempt is not None:
+            folded.append(attempt)
+    attempts = [attempt_from_row(run_id, row) for row in attempt_rows]
+    # a folded first attempt also written as a row (a retried step keeps its history)
+    # counts once; one whose step has later attempts as rows goes before them
+    written = {(a.step_key, a.attempt) for a in attempts}
+    for first in folded:
+        if (first.step_key, first.attempt) in written:
+            continue
+        at = next((i for i, a in enumerate(attempts) if a.step_key == first.step_key),
+                  len(attempts))
+        attempts.insert(at, first)
+    return steps, attempts
+
+
+def run_from_row(row: Sequence[Any]) -> RunRecord:
+    """A row of ``RUN_COLUMNS``; one whose JSON columns do not decode is ``JournalCorrupt``
+    (one line naming the run), not a crash of every command that lists runs."""
+    try:
+        fields = [loads(row[i]) for i in (4, 7, 8, 9, 17)]
+    except ValueError as exc:
+        raise JournalCorrupt(f"run {row[0]}: its row in the runs table is corrupt ({exc}); "
+                             "restore the database from a backup", run_id=row[0]) from None
+    return RunRecord(
+        run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
+        input=fields[0], input_hash=row[5], status=row[6], result=fields[1],
+        error=fields[2], waiting=fields[3] or [], created_at=row[10], updated_at=row[11],
+        lease_owner=row[12], lease_expires=row[13], generation=row[14],
+        cancel_requested=bool(row[15]), wake_at=row[16], meta=fields[4] or {})
+
+
+__all__ = ["RUN_COLUMNS", "STEP_READ_COLUMNS", "EncodedStep", "attempt_from_row", "dumps",
+           "encode_step", "folded_attempts", "journal_from_rows", "loads", "run_from_row",
+           "step_from_row"]
