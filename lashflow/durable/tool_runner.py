@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import LashflowError
 from ..interp.effects import ToolCall as ToolCallEffect
 from ..lang.catalog import Catalog
+from ..lang.types import resource_type_name
 from ..store import AttemptRecord, StepRecord, Store
 from ..tools import (
     CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,
@@ -217,14 +218,13 @@ class ToolRunner:
         """Resource type name -> tool module, rebuilt only when tools were added (it is
         read for every run created and every run driven)."""
         if self._resource_map is None or self._resource_map[0] != len(self.registry):
-            from ..interp.values import resource_type_for
-
             self._resource_map = (len(self.registry), {
-                resource_type_for(d.module): d.module for d in self.registry.definitions()})
+                resource_type_name(d.module): d.module for d in self.registry.definitions()})
         return self._resource_map[1]
 
-    def resource_types(self) -> set[str]:
-        return set(self._resources())
+    def resource_types(self) -> dict[str, str]:
+        """Resource type name -> the tool module whose authority it is."""
+        return dict(self._resources())
 
     def validate_plugins(self, plugins: Any) -> None:
         self._plugins = (plugins or runtime_plugin_stack()).validate()

@@ -11,7 +11,6 @@ emitted symbolically (``(op, *args)`` with labels), then materialised by
 from __future__ import annotations
 
 import gc
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,7 +19,8 @@ from lashflow.interp import ops
 from lashflow.interp.exprs import ExprCompiler, Scope, children, is_pure, span_of
 from lashflow.interp.instructions import BatchCall, BatchPlan, Label, materialise
 from lashflow.interp.stmts import StmtCompiler, stmt_is_pure
-from lashflow.interp.values import Resource, resource_type_for
+from lashflow.interp.values import Resource
+from lashflow.lang.types import resource_type_name
 
 
 @dataclass(slots=True)
@@ -42,7 +42,6 @@ class Program:
 
     module: ast.Module
     source: str
-    fingerprint: str
     entries: dict[str | None, Entry]
 
     def entry(self, process: str | None) -> Entry:
@@ -111,7 +110,7 @@ def compile_module(module: ast.Module, catalog: Any = None) -> Program:
 def _compile(module: ast.Module, catalog: Any) -> Program:
     modules = set(getattr(catalog, "modules", {}) or {})
     roots = _module_roots(module, {m for m in modules if "." not in m})
-    fallbacks: dict[str, Any] = {name: Resource(resource_type_for(name), name) for name in roots}
+    fallbacks: dict[str, Any] = {name: Resource(resource_type_name(name), name) for name in roots}
     for decl in module.processes:
         fallbacks.setdefault(decl.name, {"$lash_process": True, "process_name": decl.name})
     entries: dict[str | None, Entry] = {None: EntryCompiler(None, [], dict(fallbacks)).compile(module.main)}
@@ -119,8 +118,7 @@ def _compile(module: ast.Module, catalog: Any) -> Program:
         names = [p.name for p in decl.params]
         local = {k: v for k, v in fallbacks.items() if k not in names}
         entries[decl.name] = EntryCompiler(decl.name, names, local).compile(decl.body.body)
-    digest = hashlib.sha256(("lashflow-program:v1\0" + module.source).encode()).hexdigest()
-    return Program(module, module.source, digest, entries)
+    return Program(module, module.source, entries)
 
 
 class EntryCompiler:

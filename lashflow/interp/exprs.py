@@ -14,7 +14,7 @@ from lashflow.lang import ast
 from lashflow.interp import ops
 from lashflow.interp.builtins import BUILTINS, arity_error, range_bounds
 from lashflow.interp.errors import LashRuntimeError, type_error
-from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
+from lashflow.interp.limits import check_seq, counted, iterable_items
 from lashflow.interp.schema import TYPE_KEY, schema_of
 from lashflow.interp.values import UNSET, truthy
 
@@ -303,12 +303,7 @@ class ExprCompiler:
             def over_range(env: list, out: list) -> None:
                 r = range_bounds([b(env) for b in bounds])
                 saved = env[s]
-                m = ACTIVE
-                for i in r:
-                    n = m.steps - 1
-                    m.steps = n
-                    if n < 0:
-                        raise steps_exhausted()
+                for i in counted(r):
                     env[s] = float(i)
                     inner(env, out)
                 env[s] = saved
@@ -316,16 +311,9 @@ class ExprCompiler:
         iterable = self.expr(clause.iterable)
 
         def over_items(env: list, out: list) -> None:
-            items = iterable(env)
-            if type(items) is not list and type(items) is not tuple:
-                raise LashRuntimeError("NonListIteration", "`for` expects a list or tuple")
+            items = iterable_items(iterable(env))
             saved = env[s]
-            m = ACTIVE
-            for x in items:
-                n = m.steps - 1
-                m.steps = n
-                if n < 0:
-                    raise steps_exhausted()
+            for x in counted(items):
                 env[s] = x
                 inner(env, out)
             env[s] = saved

@@ -6,16 +6,20 @@ path of the first problem (SPEC 2 item 3).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import InputInvalid
 from ..lang import ast
+from ..lang.types import SCALAR_JSON_TYPES
 
-_SCALARS = {
-    "str": "string", "string": "string", "int": "integer", "integer": "integer",
-    "float": "number", "number": "number", "bool": "boolean", "boolean": "boolean",
-    "dict": "object", "object": "object", "any": "any",
-}
+
+
+def _shown(value: Any) -> str:
+    """A wrong string quoted (shortened, escaped), any other value by its kind."""
+    if isinstance(value, str):
+        return json.dumps(value if len(value) <= 40 else value[:40] + "...")
+    return _kind(value)
 
 
 def _kind(value: Any) -> str:
@@ -58,23 +62,24 @@ def render_type(t: ast.TypeExpr) -> str:
 class InputChecker:
     """Checks JSON against type expressions, resolving ``type`` declarations by name."""
 
-    def __init__(self, module: ast.Module, resource_types: set[str]) -> None:
+    def __init__(self, module: ast.Module, resource_types: dict[str, str]) -> None:
         self.types = {decl.name: decl.type for decl in module.types}
-        self.resource_types = resource_types
+        self.resource_types = resource_types  # resource type name -> its tool module
 
     def problem(self, value: Any, t: ast.TypeExpr, path: str, depth: int = 0) -> str | None:
         if depth > 64:
             return None
         if isinstance(t, ast.TypeName):
-            scalar = _SCALARS.get(t.name)
-            if scalar is None:
+            if t.name not in SCALAR_JSON_TYPES:
                 if t.name in self.types:
                     return self.problem(value, self.types[t.name], path, depth + 1)
-                if t.name in self.resource_types:
-                    return None if isinstance(value, str) else \
-                        f"{path}: expected a module name (string), got {_kind(value)}"
+                module = self.resource_types.get(t.name)
+                if module is not None and value != module:
+                    return (f"{path}: expected the module name \"{module}\" (a {t.name} is "
+                            f"that module's authority), got {_shown(value)}")
                 return None
-            if scalar == "any":
+            scalar = SCALAR_JSON_TYPES[t.name]
+            if scalar is None:
                 return None
             if scalar == "integer":
                 ok = (isinstance(value, int) and not isinstance(value, bool)) or (
@@ -121,7 +126,7 @@ class InputChecker:
 
 
 def check_input(module: ast.Module, process: ast.ProcessDecl | None, data: Any,
-                resource_types: set[str]) -> None:
+                resource_types: dict[str, str]) -> None:
     """Raise ``InputInvalid`` unless ``data`` is a JSON object fitting the parameters."""
     if data is None:
         data = {}

@@ -4,7 +4,7 @@ The VM loop is ``while pc >= 0: pc = code[pc](env, stack, vm)``: an instruction
 returns the next pc, or ``~next_pc`` (negative) after it has handed an effect to the VM
 (``vm.suspend``), which stops the loop. State between instructions lives only in
 ``env`` (slots), ``stack`` (values, loop cursors, await joins) and the VM's counters,
-all plain data a snapshot can write as JSON.
+all plain data.
 """
 
 from __future__ import annotations

@@ -8,8 +8,12 @@ enough and closures reach it without carrying the VM around.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, TypeVar
 
 from lashflow.errors import LimitExceeded
+from lashflow.interp.errors import LashRuntimeError
+
+T = TypeVar("T")
 
 LIST_ITEM_BYTES = 16  # estimated bytes per list/tuple item
 RECORD_ENTRY_BYTES = 64  # estimated bytes per record entry
@@ -50,6 +54,25 @@ def steps_exhausted() -> LimitExceeded:
         f"the run took more than {ACTIVE.limits.max_steps} interpreter steps without an effect "
         "(an endless loop?)"
     )
+
+
+def counted(items: Iterable[T]) -> Iterator[T]:
+    """``items``, spending one step of the segment's budget on each: the one loop of
+    every ``for`` statement and comprehension clause."""
+    m = ACTIVE
+    for item in items:
+        left = m.steps - 1
+        m.steps = left
+        if left < 0:
+            raise steps_exhausted()
+        yield item
+
+
+def iterable_items(value: Any) -> list[Any] | tuple[Any, ...]:
+    """What ``for`` iterates: a list or tuple, nothing else."""
+    if type(value) is not list and type(value) is not tuple:
+        raise LashRuntimeError("NonListIteration", "`for` expects a list or tuple")
+    return value
 
 
 def tick(n: int = 1) -> None:

@@ -9,20 +9,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from lashflow.lang import ast
+from lashflow.lang.types import SCALAR_JSON_TYPES
 from lashflow.interp.errors import type_error, value_error
 from lashflow.interp.limits import tick
 from lashflow.interp.values import display
 
 TYPE_KEY = "$lash_type"
 
-_SCALARS: dict[str, dict[str, Any]] = {
-    "str": {"type": "string"}, "string": {"type": "string"},
-    "int": {"type": "integer"}, "integer": {"type": "integer"},
-    "float": {"type": "number"}, "number": {"type": "number"},
-    "bool": {"type": "boolean"}, "boolean": {"type": "boolean"},
-    "dict": {"type": "object"}, "object": {"type": "object"},
-    "any": {},
-}
 
 Resolve = Callable[[str], Any]
 
@@ -30,9 +23,9 @@ Resolve = Callable[[str], Any]
 def schema_of(texpr: Any, resolve: Resolve) -> dict[str, Any]:
     """The JSON schema of a type expression; named refs are runtime Type variables."""
     if isinstance(texpr, ast.TypeName):
-        scalar = _SCALARS.get(texpr.name)
-        if scalar is not None:
-            return dict(scalar)
+        if texpr.name in SCALAR_JSON_TYPES:
+            json_type = SCALAR_JSON_TYPES[texpr.name]
+            return {} if json_type is None else {"type": json_type}
         value = resolve(texpr.name)
         if type(value) is dict and type(value.get(TYPE_KEY)) is dict:
             return value[TYPE_KEY]

@@ -18,7 +18,7 @@ from lashflow.interp.builtins import push as push_builtin
 from lashflow.interp.builtins import range_bounds
 from lashflow.interp.errors import LashRuntimeError
 from lashflow.interp.exprs import ExprCompiler, is_pure, span_of
-from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
+from lashflow.interp.limits import ACTIVE, check_seq, counted, iterable_items, steps_exhausted
 from lashflow.interp.values import UNSET
 
 BREAK = 1
@@ -282,12 +282,7 @@ class StmtCompiler:
                 except LashRuntimeError as e:
                     raise _located(span, e)
                 saved = env[slot]
-                m = ACTIVE
-                for i in r:
-                    n = m.steps - 1
-                    m.steps = n
-                    if n < 0:
-                        raise steps_exhausted()
+                for i in counted(r):
                     env[slot] = float(i)
                     if body(env) == BREAK and jumps:
                         break
@@ -297,18 +292,11 @@ class StmtCompiler:
 
         def loop_items(env: list) -> None:
             try:
-                items = iterable(env)
-                if type(items) is not list and type(items) is not tuple:
-                    raise LashRuntimeError("NonListIteration", "`for` expects a list or tuple")
+                items = iterable_items(iterable(env))
             except LashRuntimeError as e:
                 raise _located(span, e)
             saved = env[slot]
-            m = ACTIVE
-            for x in items:
-                n = m.steps - 1
-                m.steps = n
-                if n < 0:
-                    raise steps_exhausted()
+            for x in counted(items):
                 env[slot] = x
                 if body(env) == BREAK and jumps:
                     break

@@ -52,11 +52,6 @@ class Resource:
         return {"__resource__": True, "alias": self.alias, "type": self.type}
 
 
-def resource_type_for(module: str) -> str:
-    """``tools`` -> ``Tools``, ``workspace.default`` -> ``Workspace.Default``."""
-    return ".".join(part[:1].upper() + part[1:] for part in module.split("."))
-
-
 _TYPE_NAMES = {
     type(None): "null", bool: "bool", float: "number", int: "number", str: "string",
     list: "list", tuple: "tuple", dict: "record", Resource: "resource",

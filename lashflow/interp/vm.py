@@ -1,9 +1,8 @@
 """The interpreter: runs one entry's instruction list until the next effect.
 
 ``start()``/``send(answer)`` drive it step by step (a host answers each effect);
-``execute`` is the async driver over a ``Host``. Between effects the whole state is
-plain data (``snapshot()``), so a durable host may resume from a snapshot instead of
-replaying from the start.
+``execute`` is the async driver over a ``Host``. A durable host resumes a run by
+replaying its journal from the start (ADR 0012), so the state is never saved.
 """
 
 from __future__ import annotations
@@ -18,11 +17,7 @@ from lashflow.interp.instructions import (
     BATCH, DISCARD, HANDLE, NONE, PAYLOAD, TERMINAL, WRAPPER,
 )
 from lashflow.interp.limits import ACTIVE, Limits
-from lashflow.interp.snapshot import decode, encode
 from lashflow.interp.values import UNSET, failure_text, from_json
-
-SNAPSHOT_VERSION = 1
-
 
 def normalize_wrapper(answer: Any) -> dict[str, Any]:
     """A host's answer to a call/await as a result wrapper value."""
@@ -145,49 +140,6 @@ class Interpreter:
         self.pending = effect
         return effect
 
-    # -- snapshots --------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
-        """The whole state as JSON data; valid before ``start`` or while an effect waits
-        for its answer."""
-        return {
-            "version": SNAPSHOT_VERSION,
-            "program": self.program.fingerprint,
-            "process": self.process,
-            "pc": self.pc,
-            "expect": self.expect,
-            "started": self.started,
-            "done": self.done,
-            "env": {name: encode(v) for name, v in zip(self.slot_names, self.env) if v is not UNSET},
-            "stack": [encode(x) for x in self.stack],
-            "occ": dict(self.occ),
-            "signals": dict(self.signals),
-            "effects": self.effects,
-            "pending_step": getattr(self.pending, "step", None),
-        }
-
-    @classmethod
-    def restore(cls, program: Program, snapshot: dict[str, Any],
-                limits: Limits | None = None) -> "Interpreter":
-        if snapshot.get("version") != SNAPSHOT_VERSION:
-            raise LashflowError("unsupported interpreter snapshot version", code="snapshot_mismatch")
-        if snapshot.get("program") != program.fingerprint:
-            raise LashflowError("the snapshot was taken from a different program",
-                                code="snapshot_mismatch")
-        vm = cls(program, snapshot["process"], None, limits)
-        for name, value in snapshot["env"].items():
-            slot = program.entry(vm.process).slots.get(name)
-            if slot is not None:
-                vm.env[slot] = decode(value)
-        vm.stack = [decode(x) for x in snapshot["stack"]]
-        vm.occ = {k: int(v) for k, v in snapshot["occ"].items()}
-        vm.signals = {k: int(v) for k, v in snapshot["signals"].items()}
-        vm.effects = int(snapshot["effects"])
-        vm.pc = int(snapshot["pc"])
-        vm.expect = snapshot["expect"]
-        vm.started = bool(snapshot["started"])
-        vm.done = bool(snapshot["done"])
-        return vm
-
 
 async def execute(program: Program, host: fx.Host, process: str | None = None,
                   args: dict[str, Any] | None = None, limits: Limits | None = None) -> fx.RunResult:
@@ -219,4 +171,4 @@ async def execute(program: Program, host: fx.Host, process: str | None = None,
         effect = vm.send(answer)
 
 
-__all__ = ["Interpreter", "execute", "normalize_wrapper", "SNAPSHOT_VERSION"]
+__all__ = ["Interpreter", "execute", "normalize_wrapper"]

@@ -24,18 +24,11 @@ BUILTINS: dict[str, T.SType] = {
     "range": T.LIST_ANY, "ceil_div": T.INT, "floor_div": T.INT, "format": T.ANY,
     "validate": T.ANY,
 }
-_SCALARS = {"str": T.STR, "int": T.INT, "float": T.FLOAT, "bool": T.BOOL, "dict": T.DICT,
-            "any": T.ANY}
 _ARITH = frozenset(["-", "*", "/", "%", "<", "<=", ">", ">="])
 _INT_OPS = frozenset(["+", "-", "*", "%"])
 UNSUPPORTED_TRIGGERS = "not supported by lashflow: triggers registry"
 
 Env = dict[str, T.SType]
-
-
-def resource_type_name(module: str) -> str:
-    """``tools`` -> ``Tools``; ``workspace.default`` -> ``WorkspaceDefault``."""
-    return "".join(part[:1].upper() + part[1:] for part in module.split("."))
 
 
 def link(module: A.Module, catalog: Catalog | None = None) -> A.Module:
@@ -57,7 +50,7 @@ class Linker:
         self.module = module
         self.source = module.source
         self.catalog = catalog
-        self.resources = {resource_type_name(m): m for m in catalog.modules}
+        self.resources = {T.resource_type_name(m): m for m in catalog.modules}
         self.type_decls: dict[str, A.TypeDecl] = {}
         self.resolved: dict[str, T.SType] = {}
         self.resolving: set[str] = set()
@@ -111,8 +104,8 @@ class Linker:
     def type_of(self, t: A.TypeExpr) -> T.SType:
         """A declared type expression as a static type (``unknown type `X``` otherwise)."""
         if isinstance(t, A.TypeName):
-            if t.name in _SCALARS:
-                return _SCALARS[t.name]
+            if t.name in T.SCALAR_TYPES:
+                return T.SCALAR_TYPES[t.name]
             if t.name in self.type_decls:
                 return self.resolve_named(t.name, t)
             if t.name in self.resources:
@@ -349,7 +342,7 @@ class Linker:
             out = self.outputs.get(name)
             return T.ProcessT(T.ANY, out if out is not None else T.ANY)
         if name in self.catalog.modules:
-            return T.Resource(resource_type_name(name), name)
+            return T.Resource(T.resource_type_name(name), name)
         if self.proc is not None:
             if name in ("input", "inputs"):
                 return T.ANY

@@ -12,10 +12,8 @@ from typing import Any
 from lark import Token, Transformer
 
 from lashflow.lang import ast as A
+from lashflow.lang.types import JSON_TYPE_ALIASES
 
-_SCALARS = {
-    "string": "str", "integer": "int", "number": "float", "boolean": "bool", "object": "dict",
-}
 _OPS = {"&&": "and", "||": "or", "!": "not"}
 
 
@@ -299,7 +297,7 @@ class AstBuilder(Transformer):
 
     def type_name(self, c: list[Any]) -> A.TypeName:
         name = ".".join(str(t.value) for t in c if t.type == "IDENT")
-        return A.TypeName(_SCALARS.get(name, name), _span(c[0], c[-1]))
+        return A.TypeName(JSON_TYPE_ALIASES.get(name, name), _span(c[0], c[-1]))
 
     def type_object(self, c: list[Any]) -> A.TypeObject:
         return A.TypeObject(_nodes(c), _span(c[0], c[-1]))

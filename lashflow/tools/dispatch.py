@@ -38,11 +38,6 @@ class DispatchCall:
     step_key: str = ""
     first_attempt: int = 1
 
-    @classmethod
-    def from_effect(cls, effect: Any, first_attempt: int = 1) -> "DispatchCall":
-        """From the interpreter's ``lashflow.interp.effects.ToolCall``."""
-        return cls(effect.module, effect.operation, effect.input, effect.step, first_attempt)
-
 
 @dataclass(frozen=True, slots=True)
 class DispatchResult:
