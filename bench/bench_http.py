@@ -4,8 +4,11 @@ N runs park on a completion key; C concurrent HTTP clients resolve them all. Mea
 completions per second (wall time of the resolving phase) and, per run, the time from
 sending the POST to its next step starting (a tool that appends its start time to a
 side file), p50 and p99. Goals on the project's 2-core machine: p50 < 20 ms, p99 < 100 ms.
+One row per number of clients: with one client the latency is the server's own; with
+50 it also holds the time a POST queues behind the others (at a throughput of T per
+second, 50 POSTs in flight wait about 50 / T seconds each, by Little's law).
 
-    python bench/bench_http.py [--runs 1000] [--clients 50] [--backends sqlite,postgres]
+    python bench/bench_http.py [--runs 1000] [--clients 1,50] [--backends sqlite,postgres]
 
 PostgreSQL: $LASHFLOW_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/test; a
 fresh schema is made and dropped. Only loopback and a temporary folder are touched.
@@ -165,18 +168,20 @@ async def measure(backend: str, runs: int, clients: int, postgres_url: str) -> d
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--clients", default="1,50",
+                        help="comma-separated: one row per number of concurrent clients")
     parser.add_argument("--backends", default="sqlite,postgres")
     args = parser.parse_args()
     postgres_url = (os.environ.get("LASHFLOW_TEST_POSTGRES_URL")
                     or "postgresql://postgres@127.0.0.1:5432/test")
-    print(f"{args.runs} parked runs resolved by {args.clients} concurrent HTTP clients")
-    print(f"{'backend':<10} {'completions/s':>14} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-          f"{'server CPU ms/completion':>25}")
+    print(f"{args.runs} parked runs resolved over HTTP, per number of concurrent clients")
+    print(f"{'backend':<10} {'clients':>8} {'completions/s':>14} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'max ms':>8} {'server CPU ms/completion':>25}")
     for backend in args.backends.split(","):
-        row = await measure(backend, args.runs, args.clients, postgres_url)
-        print(f"{backend:<10} {row['per_s']:>14.0f} {row['p50']:>8.1f} {row['p99']:>8.1f} "
-              f"{row['max']:>8.1f} {row['cpu_ms']:>25.2f}")
+        for clients in (int(c) for c in args.clients.split(",")):
+            row = await measure(backend, args.runs, clients, postgres_url)
+            print(f"{backend:<10} {clients:>8} {row['per_s']:>14.0f} {row['p50']:>8.1f} "
+                  f"{row['p99']:>8.1f} {row['max']:>8.1f} {row['cpu_ms']:>25.2f}")
 
 
 if __name__ == "__main__":

@@ -202,7 +202,7 @@ def test_killed_while_waiting_on_a_sleep_resumes_after_it(tmp_path: Path,
     # killed inside the sleep: the run is parked, the CLI waits to drive it on
     start_and_kill(cli_env, tmp_path, source, "last.calls", "nap-1", '{"n": 3}',
                    ready=lambda: calls(tmp_path, "last") > 0, settle=0.3)
-    time.sleep(1.3)
+    # resume waits the rest of the recorded sleep out itself (well within --max-wait)
     resumed = run_cli(cli_env, "resume", "nap-1", "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["result"] == 31
@@ -230,9 +230,10 @@ def test_two_processes_resuming_one_run_one_drives_one_is_refused(tmp_path: Path
     while not (tmp_path / "in_first.marker").exists():
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    # one of them is blocked inside `first`; the other must have been refused by now
-    time.sleep(0.5)
-    finished = [p for p in procs if p.poll() is not None]
+    # one of them is blocked inside `first`: the other is refused and exits
+    while not (finished := [p for p in procs if p.poll() is not None]):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     assert len(finished) == 1
     out, _ = finished[0].communicate()
     refused = json.loads(out)

@@ -1,7 +1,7 @@
 """The ``backend`` fixture: every store test runs against SQLite and PostgreSQL.
 
-SQLite lives in ``tmp_path``. PostgreSQL is the server at ``$LASHFLOW_TEST_POSTGRES_URL``;
-each test gets a fresh schema (named in the store URL's ``search_path``) that is dropped
+SQLite lives in ``tmp_path``. PostgreSQL is the server at ``$LASHFLOW_TEST_POSTGRES_URL``
+or, when that is unset, a throwaway one (``pg_support``); each test gets a fresh schema (named in the store URL's ``search_path``) that is dropped
 afterwards, so nothing leaks between tests. An unreachable server fails the tests: the
 project allows no skipped tests.
 """
@@ -14,25 +14,15 @@ import sqlite3
 import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
 from lashflow.store import Store, open_store
+from pg_support import postgres_base_url, shown_url, with_query
 
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 _unreachable: list[str] = []  # the first connection error, so later tests fail fast
-
-
-def postgres_base_url() -> str:
-    return os.environ.get("LASHFLOW_TEST_POSTGRES_URL") or DEFAULT_POSTGRES_URL
-
-
-def with_query(url: str, **params: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
-    return urlunsplit(parts._replace(query=urlencode(query + list(params.items()))))
 
 
 async def postgres_admin() -> asyncpg.Connection:
@@ -44,11 +34,8 @@ async def postgres_admin() -> asyncpg.Connection:
         except Exception as exc:  # noqa: BLE001 - any failure to connect means the same
             _unreachable.append(" ".join(str(exc).split()) or type(exc).__name__)
     required = " (LASHFLOW_REQUIRE_POSTGRES=1)" if os.environ.get("LASHFLOW_REQUIRE_POSTGRES") == "1" else ""
-    shown = urlsplit(url)
-    if shown.password is not None:  # never print a password into a CI log
-        url = urlunsplit(shown._replace(netloc=shown.netloc.replace(f":{shown.password}@", ":***@")))
     pytest.fail(
-        f"PostgreSQL is unreachable at {url}{required}: {_unreachable[0]}. The store tests run "
+        f"PostgreSQL is unreachable at {shown_url(url)}{required}: {_unreachable[0]}. The store tests run "
         "against both backends and may not be skipped: start a server or set "
         "LASHFLOW_TEST_POSTGRES_URL=postgresql://user@host:port/db to one where the user may "
         "create schemas.", pytrace=False)

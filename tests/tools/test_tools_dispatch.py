@@ -6,7 +6,6 @@ import time
 import pytest
 
 from lashflow.errors import LashflowError
-from lashflow.interp.effects import ToolCall as EffectCall
 from lashflow.testing import FakeClock
 from lashflow.tools import DispatchCall, Dispatcher, MemoryJournal, ToolCall, ToolRegistry, ToolResult, tool
 
@@ -105,14 +104,12 @@ async def test_mixed_outcomes_keep_order_and_default_step_keys():
                                 DispatchCall("tools", "mixed", {"kind": "a"}, "x")])
 
 
-async def test_effect_calls_convert():
+async def test_a_call_continues_the_attempt_numbering_it_is_given():
     @tool
     async def echo(call: ToolCall) -> dict:
         return call.input
 
-    effect = EffectCall(step="abc:2", module="tools", operation="echo", input={"args": [1, 2]})
-    call = DispatchCall.from_effect(effect, first_attempt=2)
-    assert (call.module, call.name, call.step_key, call.first_attempt) == ("tools", "echo", "abc:2", 2)
+    call = DispatchCall("tools", "echo", {"args": [1, 2]}, "abc:2", first_attempt=2)
     result = await Dispatcher(ToolRegistry([echo])).call(call)
     assert result.outcome.value == {"args": [1, 2]} and result.outcome.attempts == 2
 

@@ -1,7 +1,7 @@
 """Fixtures of the worker tests: a database per test on both backends, worker processes.
 
-PostgreSQL is the server at ``$LASHFLOW_TEST_POSTGRES_URL`` (default
-``postgresql://postgres@127.0.0.1:5432/test``); each test gets a fresh schema, named in
+PostgreSQL is the server at ``$LASHFLOW_TEST_POSTGRES_URL`` or, when that is unset, a
+throwaway one (``pg_support``); each test gets a fresh schema, named in
 the URL's ``search_path`` and dropped afterwards. An unreachable server fails the test:
 the project allows no skipped tests. SQLite is one file in ``tmp_path`` shared by all the
 worker processes of the test.
@@ -17,7 +17,8 @@ import asyncpg
 import pytest
 
 from lashflow.store import open_store
-from workers_support import Db, Fleet, postgres_base_url, shown_url, with_query
+from pg_support import postgres_base_url, shown_url, with_query
+from workers_support import Db, Fleet
 
 
 @pytest.fixture(params=["postgres", "sqlite"])

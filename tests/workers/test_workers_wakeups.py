@@ -14,7 +14,8 @@ import pytest
 from lashflow.store import Commit, RunChange, RunRecord, Store, open_store
 from lashflow.store.leases import new_owner_id
 from lashflow.store.pg_wakeups import channel_for
-from workers_support import Db, postgres_base_url, with_query
+from pg_support import postgres_base_url, with_query
+from workers_support import Db
 
 
 def make_run(run_id: str, **fields: Any) -> RunRecord:

@@ -19,7 +19,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lashflow import Engine
 from lashflow.store import RunRecord, StepRecord, Store, open_store
@@ -31,26 +30,6 @@ FIVE = HERE / "five.lash"
 PARKED = HERE / "parked.lash"
 FANOUT = HERE / "fanout.lash"
 COMPLETER = HERE / "completer.py"
-
-
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def with_query(url: str, **params: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
-    return urlunsplit(parts._replace(query=urlencode(query + list(params.items()))))
-
-
-def shown_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
-
-
-def postgres_base_url() -> str:
-    return os.environ.get("LASHFLOW_TEST_POSTGRES_URL") or DEFAULT_POSTGRES_URL
 
 
 @dataclass(frozen=True, slots=True)
