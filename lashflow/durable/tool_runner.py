@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import LashflowError
 from ..interp.effects import ToolCall as ToolCallEffect
 from ..lang.catalog import Catalog
-from ..lang.types import resource_type_name
+from ..lang.names import resource_type_name
 from ..store import AttemptRecord, StepRecord, Store
 from ..tools import (
     CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,

@@ -20,7 +20,7 @@ from lashflow.interp.exprs import ExprCompiler, Scope, children, is_pure, span_o
 from lashflow.interp.instructions import BatchCall, BatchPlan, Label, materialise
 from lashflow.interp.stmts import StmtCompiler, stmt_is_pure
 from lashflow.interp.values import Resource
-from lashflow.lang.types import resource_type_name
+from lashflow.lang.names import resource_type_name
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InputInvalid
 from ..lang import ast
-from ..lang.types import SCALAR_JSON_TYPES
+from ..lang.names import SCALAR_JSON_TYPES
 
 
 

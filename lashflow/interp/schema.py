@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from lashflow.lang import ast
-from lashflow.lang.types import SCALAR_JSON_TYPES
+from lashflow.lang.names import SCALAR_JSON_TYPES
 from lashflow.interp.errors import type_error, value_error
 from lashflow.interp.limits import tick
 from lashflow.interp.values import display

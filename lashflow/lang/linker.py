@@ -14,6 +14,7 @@ from lashflow.lang import ast as A
 from lashflow.lang import types as T
 from lashflow.lang.catalog import Catalog, Operation
 from lashflow.lang.diagnostics import LangError, link_error
+from lashflow.lang.names import resource_type_name
 from lashflow.lang.sites import assign_sites
 
 BUILTINS: dict[str, T.SType] = {
@@ -50,7 +51,7 @@ class Linker:
         self.module = module
         self.source = module.source
         self.catalog = catalog
-        self.resources = {T.resource_type_name(m): m for m in catalog.modules}
+        self.resources = {resource_type_name(m): m for m in catalog.modules}
         self.type_decls: dict[str, A.TypeDecl] = {}
         self.resolved: dict[str, T.SType] = {}
         self.resolving: set[str] = set()
@@ -342,7 +343,7 @@ class Linker:
             out = self.outputs.get(name)
             return T.ProcessT(T.ANY, out if out is not None else T.ANY)
         if name in self.catalog.modules:
-            return T.Resource(T.resource_type_name(name), name)
+            return T.Resource(resource_type_name(name), name)
         if self.proc is not None:
             if name in ("input", "inputs"):
                 return T.ANY

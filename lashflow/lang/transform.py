@@ -12,7 +12,7 @@ from typing import Any
 from lark import Token, Transformer
 
 from lashflow.lang import ast as A
-from lashflow.lang.types import JSON_TYPE_ALIASES
+from lashflow.lang.names import JSON_TYPE_ALIASES
 
 _OPS = {"&&": "and", "||": "or", "!": "not"}
 

@@ -147,25 +147,9 @@ NULL = Scalar("null")
 DICT = Scalar("dict")
 LIST_ANY = ListT(ANY)
 
-# The language's scalar type names: their static type, and the JSON Schema type a value
-# of each must have (None: any JSON). The JSON Schema spellings (``string``, ``integer``,
-# ``number``, ``boolean``, ``object``) are accepted in source and normalised by the parser
-# to these names, so every later stage looks names up here and nowhere else.
+# The static type of each scalar type name (the names are listed in ``lang.names``).
 SCALAR_TYPES: dict[str, Scalar] = {"str": STR, "int": INT, "float": FLOAT, "bool": BOOL,
                                    "dict": DICT, "any": ANY}
-SCALAR_JSON_TYPES: dict[str, str | None] = {
-    "str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "object",
-    "any": None,
-}
-JSON_TYPE_ALIASES: dict[str, str] = {json: name for name, json in SCALAR_JSON_TYPES.items()
-                                     if json is not None}
-
-
-def resource_type_name(module: str) -> str:
-    """The type of a tool module's authority: ``tools`` -> ``Tools``,
-    ``workspace.default`` -> ``WorkspaceDefault``. Used by the linker, the compiler and
-    the input check alike, so a parameter typed with it links, checks and runs."""
-    return "".join(part[:1].upper() + part[1:] for part in module.split("."))
 
 
 def _quote(text: str) -> str:
