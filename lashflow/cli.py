@@ -371,15 +371,21 @@ def check(
         raise typer.Exit(2)
     from .lang import parse
 
+    from .graph import fan_outs
+
     module = parse(text)
     processes = [{"name": p.name, "params": [q.name for q in p.params]} for p in module.processes]
+    batches = fan_outs(module, text)
     if as_json:
         stdout(dumps({"run_id": None, "status": "ok", "ok": True, "file": str(file),
-                      "main": bool(module.main), "processes": processes, "diagnostics": []}))
+                      "main": bool(module.main), "processes": processes,
+                      "fan_outs": batches, "diagnostics": []}))
     else:
         entry = ["main block"] if module.main else []
         entry += [f"process {p['name']}({', '.join(p['params'])})" for p in processes]
         stdout(f"{file}: ok ({'; '.join(entry) or 'empty'})")
+        for batch in batches:
+            stdout(f"  line {batch['line']}: fan-out {batch['fan_out']} (one concurrent batch)")
     raise typer.Exit(0)
 
 

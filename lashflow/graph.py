@@ -109,6 +109,41 @@ def _batch_leaves(expr: Any) -> list[tuple[str, A.ReceiverCall]] | None:
     return calls
 
 
+def _fanout_call(expr: Any) -> A.ReceiverCall | None:
+    """The call of a fan-out ``[tools.f(x) for x in xs]`` that runs as ONE batch (a direct
+    call with pure arguments, pure clauses), else None."""
+    if not isinstance(expr, A.Comprehension):
+        return None
+    call = _strip(expr.element)
+    if not isinstance(call, A.ReceiverCall) or any(_impure(arg) for arg in call.args):
+        return None
+    parts = [c.cond if isinstance(c, A.CompIf) else c.iterable for c in expr.clauses]
+    return None if any(_impure(p) for p in parts) else call
+
+
+def fan_outs(module: A.Module, source: str) -> list[dict[str, Any]]:
+    """Every fan-out ``await`` of the file (one concurrent batch each), in source order:
+    its line and what it calls over what (``tools.fetch for u in urls``)."""
+    from .lang.sites import nodes
+
+    roots = [*module.main, *(decl.body for decl in module.processes)]
+    found = []
+    for node in (n for root in roots for n in nodes(root)):
+        label = _fanout_label(_strip(node.expr), source) if isinstance(node, A.Await) else None
+        if label is not None:
+            found.append({"line": source.count("\n", 0, node.span.start) + 1, "fan_out": label})
+    return sorted(found, key=lambda batch: batch["line"])
+
+
+def _fanout_label(expr: Any, source: str) -> str | None:
+    """``tools.fetch for u in urls`` for a fan-out, else None."""
+    call = _fanout_call(expr)
+    if call is None:
+        return None
+    loops = " ".join(_text(source, clause, 40) for clause in expr.clauses)
+    return f"{call.module or _receiver(call.receiver)}.{call.operation} {loops}"
+
+
 class _Builder:
     """Walks statements, emitting nodes and the edges between them (a control-flow graph
     of the durable steps; pure statements are left out unless labelled)."""
@@ -279,6 +314,10 @@ class _Builder:
                 calls = _batch_leaves(inner)
                 if calls is not None:
                     return self.batch(node, calls, pend, named)
+                fanned = _fanout_label(inner, self.source)
+                if fanned is not None:
+                    return [(self.node("tool", named(f"fan-out: {fanned}"), pend, [node.site]),
+                             "")]
                 pend = visit(inner, pend)
                 return [(self.node("await", named(f"await {_text(self.source, node.expr)}"), pend,
                                    [node.site]), "")]

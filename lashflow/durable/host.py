@@ -72,6 +72,18 @@ class DurableHost:
                 message += f", with other arguments too (at {', '.join(paths)})"
         raise ReplayMismatch(message, step=record.step_key, paths=paths)
 
+    @staticmethod
+    def _check_width(record: StepRecord, call: fx.ToolCall) -> None:
+        """A fan-out member was recorded with its batch's width: a replay that forms
+        another number of calls would pair old outcomes with new elements."""
+        recorded = record.detail.get("width")
+        if recorded == call.width:
+            return
+        raise ReplayMismatch(
+            f"replay mismatch at step {record.step_key}: the journal recorded a fan-out of "
+            f"{recorded} calls but the code now forms {call.width}", step=record.step_key,
+            paths=[])
+
     def _check_cancel(self) -> None:
         flags = self.flags
         if flags.drain_requested and not flags.cancel_requested:
@@ -112,6 +124,7 @@ class DurableHost:
                 fresh.append((index, call, payload, None))
                 continue
             self._check_replay(record, "tool", f"{call.module}.{call.operation}", payload)
+            self._check_width(record, call)
             if record.status == "started":  # an attempt was interrupted by a crash
                 fresh.append((index, call, payload, record))
             else:

@@ -10,6 +10,7 @@ attempt start is written lazily with its final outcome, in the same commit as th
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from shlex import quote
@@ -103,12 +104,19 @@ class RunAttemptJournal:
     by the host together with its step, in one commit.
     """
 
-    def __init__(self, journal: RunJournal, tools: dict[str, tuple[str, str, Any]]) -> None:
+    def __init__(self, journal: RunJournal,
+                 tools: dict[str, tuple[str, str, Any, int | None]]) -> None:
         self.journal = journal
-        self.tools = tools  # step key -> (qualified tool name, canonical args text, args)
+        # step key -> (qualified tool name, canonical args text, args, fan-out width)
+        self.tools = tools
         self.starts: dict[tuple[str, int], float] = {}
         self.durable_starts: set[tuple[str, int]] = set()
         self.final: dict[str, AttemptRecord] = {}
+        # In a batch of several calls each outcome is committed as soon as it is final, so
+        # a crash loses only the calls still running (a lone call's outcome is held and
+        # written with the run's next write, ADR 0009).
+        self.eager = len(tools) > 1
+        self.committed: set[str] = set()
 
     def _attempt(self, step_key: str, attempt: int, outcome: ToolOutcome | None,
                  at: float | None = None) -> AttemptRecord:
@@ -134,8 +142,10 @@ class RunAttemptJournal:
         existing = self.journal.get(step_key)
         if existing is not None:
             return self.journal.touch(existing, status, outcome)
-        tool, text, args = self.tools[step_key]
-        return self.journal.new_step(step_key, "tool", tool, args, status, outcome, args_text=text)
+        tool, text, args, width = self.tools[step_key]
+        detail = None if width is None else {"width": width}  # checked on replay
+        return self.journal.new_step(step_key, "tool", tool, args, status, outcome, detail,
+                                     args_text=text)
 
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
@@ -150,6 +160,11 @@ class RunAttemptJournal:
             # first attempt, nothing written for it yet, nothing beyond the outcome to keep
             record.with_step = (attempt == 1 and (step_key, 1) not in self.durable_starts
                                 and not record.detail)
+            if self.eager and outcome.status is not OutcomeStatus.PENDING:
+                self.committed.add(step_key)
+                await self.journal.commit([self.step(step_key, "done", outcome.to_json())],
+                                          [record])
+                return
             self.final[step_key] = record
             return
         status = "pending" if outcome.status is OutcomeStatus.PENDING else "started"
@@ -278,12 +293,12 @@ class ToolRunner:
         """Run fresh (or interrupted) calls as one concurrent batch; answers are result
         wrappers (JSON) or ``PARKED``. Each call is ``(effect, json payload, journal record)``."""
         assert self.dispatcher is not None and self.book is not None
-        tools: dict[str, tuple[str, str, Any]] = {}
+        tools: dict[str, tuple[str, str, Any, int | None]] = {}
         planned: list[DispatchCall] = []
         interrupted: list[AttemptRecord] = []
         for effect, payload, record in calls:
             qualified = f"{effect.module}.{effect.operation}"
-            tools[effect.step] = (qualified, canonical_json(payload), payload)
+            tools[effect.step] = (qualified, canonical_json(payload), payload, effect.width)
             first = 1
             if record is not None:
                 first = self._next_attempt(journal, effect, retry_interrupted)
@@ -298,8 +313,11 @@ class ToolRunner:
         if self.events:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [tools[c.step_key][0] for c in planned]})
-        results = await self.dispatcher.batch(planned, run_id=journal.run_id,
-                                              journal=attempts_journal, cancel=cancel)
+        # While several calls are in flight no commit may block the loop they share: a
+        # second registered writer sends every commit through the store's writer thread.
+        with self.store.writing() if attempts_journal.eager else contextlib.nullcontext():
+            results = await self.dispatcher.batch(planned, run_id=journal.run_id,
+                                                  journal=attempts_journal, cancel=cancel)
         answers: list[Any] = []
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []
@@ -309,6 +327,9 @@ class ToolRunner:
             if outcome.status is OutcomeStatus.PENDING:
                 answers.append(PARKED)
                 pending.append((index, result))
+                continue
+            if result.step_key in attempts_journal.committed:
+                answers.append(self._answer(outcome))
                 continue
             steps.append(attempts_journal.step(result.step_key, "done", outcome.to_json()))
             final = attempts_journal.final.get(result.step_key)

@@ -422,10 +422,47 @@ _PURE_LEAVES = (
 )
 
 
+def _direct_call(n: Any) -> tuple[ast.ReceiverCall, bool] | None:
+    """``n`` as (direct receiver call, unwrapped with ``?``), or None."""
+    if type(n) is ast.Unwrap and type(n.expr) is ast.ReceiverCall:
+        return n.expr, True
+    return (n, False) if type(n) is ast.ReceiverCall else None
+
+
+def _batch_call(call: ast.ReceiverCall, unwrap: bool, exprs: ExprCompiler) -> BatchCall:
+    parts = ([call.receiver] if call.module is None else []) + list(call.args)
+    if not all(is_pure(p) for p in parts):
+        raise _NotBatchable
+    receiver = exprs.expr(call.receiver) if call.module is None else None
+    return BatchCall(receiver, call.module, call.operation, [exprs.expr(a) for a in call.args],
+                     unwrap, span_of(call))
+
+
+def _fanout_call(node: ast.Comprehension, exprs: ExprCompiler) -> BatchCall | None:
+    """A comprehension whose element is a direct call and whose clauses are pure: ONE
+    batch of as many calls as the clauses bind (ADR 0015), or None."""
+    direct = _direct_call(node.element)
+    if direct is None:
+        return None
+    clause_parts = [c.cond if type(c) is ast.CompIf else c.iterable for c in node.clauses]
+    if not all(is_pure(p) for p in clause_parts):
+        return None
+    try:
+        call = _batch_call(*direct, exprs)
+    except _NotBatchable:
+        return None
+    call.each = exprs.comprehension(node.clauses, call.target)
+    return call
+
+
 def batch_plan(node: Any, exprs: ExprCompiler) -> BatchPlan | None:
     """The aggregate-await plan of a literal list/tuple/record whose leaves are direct
-    receiver calls (optionally ``?``) or pure expressions, with at least one call;
-    None means "evaluate, then join handles recursively"."""
+    receiver calls (optionally ``?``) or pure expressions, with at least one call, or of
+    a fan-out comprehension ``[tools.f(x) for x in xs]``; None means "evaluate, then join
+    handles recursively"."""
+    if type(node) is ast.Comprehension:
+        fanout = _fanout_call(node, exprs)
+        return None if fanout is None else BatchPlan(("fanout", 0), [fanout])
     if type(node) not in (ast.ListLit, ast.TupleLit, ast.RecordLit):
         return None
     calls: list[BatchCall] = []
@@ -437,16 +474,9 @@ def batch_plan(node: Any, exprs: ExprCompiler) -> BatchPlan | None:
             return ("list" if t is ast.ListLit else "tuple", items)
         if t is ast.RecordLit:
             return ("record", [(k, shape(v)) for k, v in n.entries])
-        call, unwrap = n, False
-        if t is ast.Unwrap and type(n.expr) is ast.ReceiverCall:
-            call, unwrap = n.expr, True
-        if type(call) is ast.ReceiverCall:
-            parts = ([call.receiver] if call.module is None else []) + list(call.args)
-            if not all(is_pure(p) for p in parts):
-                raise _NotBatchable
-            receiver = exprs.expr(call.receiver) if call.module is None else None
-            calls.append(BatchCall(receiver, call.module, call.operation,
-                                   [exprs.expr(a) for a in call.args], unwrap, span_of(call)))
+        direct = _direct_call(n)
+        if direct is not None:
+            calls.append(_batch_call(*direct, exprs))
             return ("call", len(calls) - 1)
         if isinstance(n, _PURE_LEAVES) and is_pure(n):
             return ("pure", exprs.expr(n))

@@ -27,6 +27,9 @@ class ToolCall:
     operation: str
     input: Value  # the JSON object sent to the tool (SPEC 2 item 10)
     span: tuple[int, int] = (0, 0)
+    # A fan-out member: how many calls its batch formed (the journal keeps it, so a replay
+    # that forms another number is a mismatch). None for any other call.
+    width: int | None = None
 
 
 @dataclass(slots=True)

@@ -273,13 +273,16 @@ class ExprCompiler:
         return f
 
     def c_Comprehension(self, node: ast.Comprehension) -> Closure:
-        element = self.expr(node.element)
+        return self.comprehension(node.clauses, self.expr(node.element))
 
+    def comprehension(self, clauses: list[Any], element: Closure) -> Closure:
+        """The list of ``element(env)`` for every binding the ``for``/``if`` clauses make
+        (a fan-out passes an element that computes a call's target instead of a value)."""
         def innermost(env: list, out: list) -> None:
             out.append(element(env))
 
         body: Callable[[list, list], None] = innermost
-        for clause in reversed(node.clauses):
+        for clause in reversed(clauses):
             body = self._clause(clause, body)
         run = body
 

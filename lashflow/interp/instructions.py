@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from lashflow.errors import LimitExceeded
 from lashflow.interp import effects as fx
 from lashflow.interp import ops
 from lashflow.interp.builtins import range_bounds
@@ -102,19 +103,27 @@ def _rebuild(v: Any, answers: Any) -> Any:
 
 class BatchCall:
     """One member of an aggregate await: receiver closure (resource receivers only),
-    module, operation, argument closures, whether it is unwrapped with ``?``."""
+    module, operation, argument closures, whether it is unwrapped with ``?``. A fan-out
+    (``[call for x in xs]``) is one ``BatchCall`` whose ``each(env)`` lists, per element,
+    ``(module, argument values)``."""
 
-    __slots__ = ("receiver", "module", "operation", "args", "unwrap", "span")
+    __slots__ = ("receiver", "module", "operation", "args", "unwrap", "span", "each")
 
     def __init__(self, receiver: Any, module: str | None, operation: str, args: list[Any],
-                 unwrap: bool, span: Any) -> None:
+                 unwrap: bool, span: Any, each: Any = None) -> None:
         self.receiver, self.module, self.operation = receiver, module, operation
-        self.args, self.unwrap, self.span = args, unwrap, span
+        self.args, self.unwrap, self.span, self.each = args, unwrap, span, each
+
+    def target(self, env: list) -> tuple[str, list[Any]]:
+        """The module this call goes to and its argument values, in ``env``."""
+        mod = self.module if self.module is not None else receiver_module(self.receiver(env),
+                                                                          self.operation)
+        return mod, [a(env) for a in self.args]
 
 
 class BatchPlan:
     """The literal shape of an aggregate await: a tree of ("list"|"tuple", items),
-    ("record", [(key, item)]), ("pure", closure), ("call", index)."""
+    ("record", [(key, item)]), ("pure", closure), ("call", index), ("fanout", index)."""
 
     __slots__ = ("tree", "calls")
 
@@ -440,8 +449,9 @@ def i_batch(pc: int, span: Any, site: str, plan: BatchPlan) -> Instruction:
     resume = ~(pc + 1)
 
     def batch(env: list, stack: list, vm: Any) -> int:
-        pure: list[Any] = []
+        pure: list[Any] = []  # pure values, and each fan-out's width, in walk order
         calls: list[Any] = []
+        widths: list[int | None] = []
 
         def walk(node: Any) -> None:
             kind, data = node
@@ -449,8 +459,18 @@ def i_batch(pc: int, span: Any, site: str, plan: BatchPlan) -> Instruction:
                 pure.append(data(env))
             elif kind == "call":
                 c = plan.calls[data]
-                mod = c.module if c.module is not None else receiver_module(c.receiver(env), c.operation)
-                calls.append((mod, c, [a(env) for a in c.args]))
+                calls.append((c, *c.target(env)))
+                widths.append(None)
+            elif kind == "fanout":
+                c = plan.calls[data]
+                targets = c.each(env)
+                limit = vm.limits.max_batch_width
+                if len(targets) > limit:
+                    raise LimitExceeded(f"a fan-out formed {len(targets)} calls, more than "
+                                        f"the limit of {limit} per batch (max_batch_width)")
+                calls.extend((c, mod, args) for mod, args in targets)
+                widths.extend([len(targets)] * len(targets))
+                pure.append(len(targets))
             elif kind == "record":
                 for _, item in data:
                     walk(item)
@@ -460,8 +480,9 @@ def i_batch(pc: int, span: Any, site: str, plan: BatchPlan) -> Instruction:
 
         walk(plan.tree)
         step = vm.step(site)
-        members = [fx.ToolCall(f"{step}:{i}", mod, c.operation, tool_input(args), c.span or span)
-                   for i, (mod, c, args) in enumerate(calls)]
+        members = [fx.ToolCall(f"{step}:{i}", mod, c.operation, tool_input(args), c.span or span,
+                               width)
+                   for i, ((c, mod, args), width) in enumerate(zip(calls, widths))]
         stack.append(pure)
         vm.suspend(fx.ToolBatch(step, members, span), BATCH)
         return resume
@@ -472,25 +493,30 @@ def i_batch_done(pc: int, span: Any, plan: BatchPlan) -> Instruction:
     nxt = pc + 1
 
     def batch_done(env: list, stack: list, vm: Any) -> int:
-        answers = stack.pop()
+        answers = iter(stack.pop())
         pure = iter(stack.pop())
         failure: list[LashRuntimeError] = []
+
+        def answer(call: BatchCall) -> Any:
+            wrapper = next(answers)
+            if not call.unwrap:
+                return wrapper
+            try:
+                return ops.unwrap(wrapper, ops.MODULE_FAILURE)
+            except LashRuntimeError as e:
+                if not failure:
+                    e.span = call.span
+                    failure.append(e)
+                return None
 
         def build(node: Any) -> Any:
             kind, data = node
             if kind == "pure":
                 return next(pure)
             if kind == "call":
-                wrapper = answers[data]
-                if not plan.calls[data].unwrap:
-                    return wrapper
-                try:
-                    return ops.unwrap(wrapper, ops.MODULE_FAILURE)
-                except LashRuntimeError as e:
-                    if not failure:
-                        e.span = plan.calls[data].span
-                        failure.append(e)
-                    return None
+                return answer(plan.calls[data])
+            if kind == "fanout":
+                return [answer(plan.calls[data]) for _ in range(next(pure))]
             if kind == "record":
                 out = {}
                 for k, item in data:

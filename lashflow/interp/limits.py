@@ -30,6 +30,7 @@ class Limits:
     max_range_items: int = 1_000_000  # items one `range` call may create
     max_child_depth: int = 64  # runs nested by `start` (a process that starts itself stops here)
     max_journal_bytes: int = 256 * 1024 * 1024  # what one run's prints and yields may journal
+    max_batch_width: int = 10_000  # calls one fan-out `await [call for x in xs]` may form
 
 
 class Meter:

@@ -122,23 +122,21 @@ class CancelSignal(asyncio.Event):
 
     def __init__(self) -> None:
         super().__init__()
-        self._callbacks: list[Any] = []
+        # insertion-ordered; a dict so that a batch of N calls discards in O(1), not O(N)
+        self._callbacks: dict[Any, None] = {}
 
     def on_set(self, callback: Any) -> Any:
-        self._callbacks.append(callback)
+        self._callbacks[callback] = None
         return callback
 
     def discard(self, callback: Any) -> None:
-        try:
-            self._callbacks.remove(callback)
-        except ValueError:
-            pass
+        self._callbacks.pop(callback, None)
 
     def set(self) -> None:
         if self.is_set():
             return
         super().set()
-        callbacks, self._callbacks = self._callbacks, []
+        callbacks, self._callbacks = self._callbacks, {}
         for callback in callbacks:
             callback()
 

@@ -220,3 +220,30 @@ def test_graph_json(lf: Lf, example: Any) -> None:
     bad = lf("graph", file, "--run", "ghost", "--json")
     assert bad.code == 2 and bad.json["error"]["code"] == "unknown_run"
     assert bad.json["run_id"] == "ghost"
+
+
+FAN_OUT = """
+process fan(urls: list[str]) {
+  pages = await [tools.fetch({ url: u })? for u in urls if u != ""]
+  one = await tools.fetch({ url: "x" })?
+  finish [pages, one]
+}
+"""
+
+
+def test_a_fan_out_is_one_node_and_check_lists_it(lf: Lf, tmp_path: Path) -> None:
+    file = tmp_path / "fan.lash"
+    file.write_text(FAN_OUT)
+    (tmp_path / "fan.py").write_text("from lashflow import tool\n\n@tool\n"
+                                     "async def fetch(url: str) -> dict:\n    return {}\n")
+    out = lf("graph", file).out
+    fan = by_label(out, 'fan-out: tools.fetch for u in urls if u != #quot;#quot;')
+    [single] = [n for n, label in nodes_of(out).items() if label == "tools.fetch"]
+    assert (fan, single, "") in edges_of(out)
+    checked = lf("check", file)
+    assert checked.code == 0
+    assert checked.out.splitlines()[1:] == [
+        '  line 3: fan-out tools.fetch for u in urls if u != "" (one concurrent batch)']
+    as_json = lf("check", file, "--json")
+    assert '"fan_outs": [{"line": 3, "fan_out": "tools.fetch for u in urls if u != \\"\\""}]' \
+        in as_json.out

@@ -1,0 +1,84 @@
+"""Fan-out batches: `await [tools.nap({}) for i in range(N)]` with each call an
+`asyncio.sleep(0.2)`, for N = 10, 100, 1,000, printed as one table.
+
+Measured per width, in a fresh subprocess on a fresh SQLite file (WAL, synchronous=FULL):
+- wall: `Engine.run` from call to return (compile, every call, every commit, finish);
+- start spread: from the first call's start to the last one's (the batch's own cost of
+  starting N calls, one after another on one event loop);
+- lateness: each call's end past the first call's start + 0.2 s (max and p99): what the
+  batch adds on top of the sleep: start spread, loop stalls, commits on the loop.
+"cold" is the process's first run (first compile, first use of everything); "warm" is a
+second run in the same process. Goal: a 1,000-wide batch within 0.2 s + 10% (0.22 s),
+worst lateness under 20 ms.
+
+Usage: python bench/bench_fanout.py [--widths 10,100,1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lashflow import Engine, ToolCall, ToolResult, tool
+
+SLEEP = 0.2
+
+
+SPANS: list[tuple[float, float]] = []  # (start, end) of each call of the current run
+
+
+@tool
+async def nap(call: ToolCall) -> ToolResult:
+    began = time.perf_counter()
+    await asyncio.sleep(SLEEP)
+    SPANS.append((began, time.perf_counter()))
+    return ToolResult.ok(call.input["i"])
+
+
+async def _worker(width: int) -> dict[str, dict[str, float]]:
+    spans = SPANS
+    source = f"finish await [tools.nap({{ i: i }})? for i in range({width})]"
+    figures = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Engine(db=f"sqlite:///{Path(tmp) / 'fan.db'}", tools=[nap]) as engine:
+            for label in ("cold", "warm"):
+                spans.clear()
+                began = time.perf_counter()
+                outcome = await engine.run(source)
+                wall = time.perf_counter() - began
+                assert outcome.result == list(range(width)), outcome.error
+                first = min(start for start, _ in spans)
+                late = sorted((end - first - SLEEP) * 1000 for _, end in spans)
+                spread = (max(start for start, _ in spans) - first) * 1000
+                figures[label] = {"wall": wall, "max": late[-1], "spread": spread,
+                                  "p99": late[min(len(late) - 1, int(len(late) * 0.99))]}
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--widths", default="10,100,1000")
+    parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(asyncio.run(_worker(args.worker))))
+        return
+    print(f"fan-out of N calls of asyncio.sleep({SLEEP}), SQLite WAL synchronous=FULL")
+    print(f"{'N':>6} {'run':<5} {'wall s':>8} {'start spread ms':>16} {'lateness p99 ms':>16} "
+          f"{'lateness max ms':>16}")
+    for width in (int(w) for w in args.widths.split(",")):
+        done = subprocess.run([sys.executable, __file__, "--worker", str(width)],
+                              capture_output=True, text=True, check=True)
+        for label, row in json.loads(done.stdout).items():
+            print(f"{width:>6} {label:<5} {row['wall']:>8.3f} {row['spread']:>16.1f} "
+                  f"{row['p99']:>16.1f} {row['max']:>16.1f}")
+
+
+if __name__ == "__main__":
+    main()
