@@ -23,7 +23,6 @@ from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
 from ..interp.values import from_json, to_json
-from ..interp.vm import execute
 from ..states import SETTLED
 from ..store import Commit, RunChange, RunRecord, Store
 from ..tools.clock import Clock
@@ -282,6 +281,8 @@ class Driver:
             updated_at=self.clock.now())))
 
     async def _execute(self, drive: Drive, *, fresh: bool) -> RunOutcome:
+        from ..interp.vm import execute  # with the compiler: loaded by the first run
+
         run = drive.run
         steps: list[Any] = []
         attempts: list[Any] = []

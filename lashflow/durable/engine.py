@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import RunBusy, RunConflict, UsageError
-from ..interp.inputs import check_input
 from ..interp.limits import Limits
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, open_store
@@ -154,6 +153,10 @@ class Engine:
         compiled = self.programs.compile(source.text)
         decl = entry_of(compiled.module, process)
         data = {} if input is None else input
+        # imported here: it brings the syntax tree's classes, which only a compile needs,
+        # and `import lashflow` must stay cheap for commands that compile nothing
+        from ..interp.inputs import check_input
+
         check_input(compiled.module, decl, data, self.tools.resource_types())
         process_name = decl.name if decl is not None else None
         input_hash = digest({"process": process_name, "input": data})

@@ -10,11 +10,14 @@ import hashlib
 import os
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import UsageError
-from ..interp.compiler import Program, compile_module
-from ..lang import ast, link, parse
+from ..lang import link, parse
+
+if TYPE_CHECKING:  # the syntax tree and the compiler load with the first compile
+    from ..interp.compiler import Program
+    from ..lang import ast
 
 
 @dataclass(slots=True)
@@ -76,6 +79,8 @@ def entry_of(module: ast.Module, process: str | None) -> ast.ProcessDecl | None:
 def signal_names(decl: ast.ProcessDecl) -> list[str]:
     """The signals a process can take: those it declares (``signals { ... }``) and those
     its body waits for (``wait_signal`` names are always literals)."""
+    from ..lang import ast
+
     names = [param.name for param in decl.signals]
     stack: list[Any] = [decl.body]
     while stack:
@@ -108,6 +113,8 @@ class Programs:
         source_hash = source_digest(source)
         compiled = self._compiled.get(source_hash)
         if compiled is None:
+            from ..interp.compiler import compile_module
+
             catalog = self._catalog()
             module = link(parse(source), catalog)
             compiled = Compiled(module, compile_module(module, catalog), source_hash)

@@ -134,16 +134,19 @@ def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
         steps.append(step)
         if attempt is not None:
             folded.append(attempt)
-    attempts = [attempt_from_row(run_id, row) for row in attempt_rows]
+    rows = [attempt_from_row(run_id, row) for row in attempt_rows]
     # a folded first attempt also written as a row (a retried step keeps its history)
-    # counts once; one whose step has later attempts as rows goes before them
-    written = {(a.step_key, a.attempt) for a in attempts}
-    for first in folded:
-        if (first.step_key, first.attempt) in written:
-            continue
-        at = next((i for i, a in enumerate(attempts) if a.step_key == first.step_key),
-                  len(attempts))
-        attempts.insert(at, first)
+    # counts once; one whose step has later attempts as rows goes before them, the others
+    # after every row (one pass: a long journal must not cost a scan per step)
+    written = {(a.step_key, a.attempt) for a in rows}
+    before = {a.step_key: a for a in folded if (a.step_key, a.attempt) not in written}
+    attempts: list[AttemptRecord] = []
+    for row in rows:
+        first = before.pop(row.step_key, None)
+        if first is not None:
+            attempts.append(first)
+        attempts.append(row)
+    attempts.extend(before.values())
     return steps, attempts
 
 

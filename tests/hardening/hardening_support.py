@@ -224,11 +224,14 @@ class _JournalHost:
                                 {"process": effect.process, "args": to_json(effect.args)})
             self._order([record])
             return record.outcome
-        if kind is fx.AwaitHandle:
-            handle = effect.handle.get("id") if isinstance(effect.handle, dict) else None
-            record = self._take(effect.step, "await", None, {"handle": handle})
-            self._order([record])
-            return record.outcome
+        if kind is fx.AwaitHandle or kind is fx.AwaitHandles:
+            joins = [effect] if kind is fx.AwaitHandle else effect.awaits
+            records = [self._take(one.step, "await", None, {
+                "handle": one.handle.get("id") if isinstance(one.handle, dict) else None})
+                for one in joins]
+            self._order(records)
+            outcomes = [record.outcome for record in records]
+            return outcomes[0] if kind is fx.AwaitHandle else outcomes
         if kind is fx.WaitSignalEffect:
             record = self._take(effect.step, "wait_signal", effect.name, None)
             self._order([record])
