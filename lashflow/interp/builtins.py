@@ -1,4 +1,4 @@
-"""The 23 builtins of REFERENCE.md section 6, with their exact messages and arities.
+"""The 23 builtins of the language (docs/language.md), with their messages and arities.
 
 Each builtin is a plain function over values; ``BUILTINS`` maps a name to the function
 and its accepted argument counts. Arity is checked where the call is compiled (the

@@ -1,4 +1,4 @@
-"""The one seam between the interpreter and the world (REFERENCE.md section 8).
+"""The one seam between the interpreter and the world: the effects a program asks for.
 
 The interpreter is deterministic: everything that is not (tool calls, time, signals,
 child runs, observations, the end of the run) is an *effect* value handed to a ``Host``.
@@ -25,7 +25,7 @@ class ToolCall:
     step: str
     module: str
     operation: str
-    input: Value  # the JSON object sent to the tool (SPEC 2 item 10)
+    input: Value  # the JSON object sent to the tool (see ``tool_input``)
     span: tuple[int, int] = (0, 0)
     # A fan-out member: how many calls its batch formed (the journal keeps it, so a replay
     # that forms another number is a mismatch). None for any other call.

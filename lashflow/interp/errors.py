@@ -1,4 +1,4 @@
-"""Errors a running Lashlang program can raise (REFERENCE.md 7.4, SPEC.md 6).
+"""Errors a running Lashlang program can raise, each with the code a user sees.
 
 Kept apart from the interpreter so builtins and operators can raise them without
 importing the VM.

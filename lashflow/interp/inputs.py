@@ -1,7 +1,7 @@
 """Checking a run's input JSON against the process parameters before anything runs.
 
 Missing, extra or ill-typed parameters are refused with ``input_invalid`` and the JSON
-path of the first problem (SPEC 2 item 3).
+path of the first problem, so the caller knows which field to fix.
 """
 
 from __future__ import annotations

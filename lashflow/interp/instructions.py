@@ -135,7 +135,8 @@ class BatchPlan:
 
 
 def tool_input(args: list[Any]) -> Any:
-    """SPEC 2 item 10: one record -> that record; otherwise ``{"args": [...]}``."""
+    """A call's tool input: one record argument is sent as that record; anything else as
+    ``{"args": [...]}`` (a tool always receives one JSON object)."""
     if len(args) == 1 and type(args[0]) is dict:
         return to_json(args[0])
     if not args:

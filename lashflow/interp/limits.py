@@ -1,4 +1,5 @@
-"""Resource limits of a run (SPEC.md section 8): a workflow file is untrusted input.
+"""Resource limits of a run (docs/reliability.md lists them): a workflow file is untrusted
+input.
 
 ``ACTIVE`` is the meter of the interpreter segment running right now. A segment (from
 one effect to the next) runs synchronously, so one module-level meter per thread is

@@ -1,4 +1,4 @@
-"""Operators, reads, path assignment and ``?`` (REFERENCE.md 4.2, 4.4, 4.5, 4.9).
+"""Operators, reads, path assignment and ``?`` (unwrapping a result wrapper).
 
 These are the slow, general paths; the expression compiler inlines the float/float
 fast paths and falls back here.

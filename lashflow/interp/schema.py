@@ -1,4 +1,4 @@
-"""``Type { ... }`` values and ``validate`` (REFERENCE.md 3.4 and section 6).
+"""``Type { ... }`` values and the ``validate`` builtin.
 
 A Type value is the record ``{"$lash_type": <JSON schema>}``; ``validate`` checks the
 small schema subset those records use and reports the first failure with a JSONPath.

@@ -1,4 +1,4 @@
-"""The Lashlang value model (REFERENCE.md section 5) on plain Python objects.
+"""The Lashlang value model on plain Python objects.
 
 null=None, bool=bool, number=float (always: JSON ints become floats on the way in, so
 ``type(v) is float`` and ``type(v) is bool`` never confuse each other), string=str,

@@ -3,7 +3,7 @@
 ``link(module, catalog)`` checks a parsed module against a tool ``Catalog`` and returns it
 with ``ReceiverCall.module`` and every effect ``site`` filled in, or raises ``LangError``
 (code ``link_error``) for the first problem: declarations first (in source order), then
-the main block, as the original reports them (REFERENCE.md 3, 4.8, 5.5, 7.3; SPEC 2).
+the main block.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 Used by the hardening tests (generated programs must be text to go through the CLI and
 ``Engine.run``) and handy for tooling that rewrites programs. The output is canonical,
 not pretty: it adds parentheses wherever the grammar could read the text another way,
-because newlines carry no meaning in Lashlang (REFERENCE.md 2.4):
+because newlines carry no meaning in Lashlang:
 
-* a postfix ``?`` is always printed as ``(x?)``: the ternary look-ahead of 2.4 rule 4
+* a postfix ``?`` is always printed as ``(x?)``: the ternary look-ahead (a `?` is a ternary
+  only if a matching `:` follows)
   can then never take it for a ternary ``?``;
 * tuples are always parenthesised, and ``sleep`` (whose operand runs to the right) is
   parenthesised unless it is the whole statement expression;
@@ -30,7 +31,7 @@ __all__ = ["Unprintable", "print_module", "print_stmt", "print_expr", "print_typ
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-# Precedence levels, lowest first (REFERENCE.md 2.2). A child printed below the level
+# Precedence levels, lowest first (as in grammar/lashlang.lark). A child printed below the level
 # its position needs is parenthesised.
 EXPR, TERNARY, OR, AND, CMP, ADD, MUL, UNARY, POSTFIX, PRIMARY = range(10)
 _BINARY_LEVEL = {"or": OR, "and": AND, "==": CMP, "!=": CMP, "<": CMP, "<=": CMP, ">": CMP,

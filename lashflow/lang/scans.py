@@ -1,4 +1,5 @@
-"""Look-ahead scans over the raw token list (REFERENCE.md 2.4 items 1, 4, 6, 8).
+"""Look-ahead scans over the raw token list (a ternary's `:`, an assignment target, a
+record after a parenthesis, a string key...).
 
 The token pass asks these before choosing a terminal; they only read raw token kinds,
 never the parser, so they are plain functions over the token list.

@@ -1,4 +1,5 @@
-"""Stable effect-site ids (SPEC 4.2): where an effect sits in the tree, not in the text.
+"""Stable effect-site ids: where an effect sits in the tree, not in the text, so that
+edits of comments and layout replay cleanly.
 
 A site id is 16 hex chars of sha256 over the entry ("main" or the process name), the
 node's index path from that entry (field names and list positions, e.g.

@@ -1,4 +1,4 @@
-"""The token pass between the tokenizer and Lark's LALR parser (REFERENCE.md 2.4).
+"""The token pass between the tokenizer and Lark's LALR parser.
 
 Lark calls ``PassLexer.lex`` lazily, one token at a time, and between two tokens the
 parser's state is up to date. The pass reads that state (which terminals can be shifted

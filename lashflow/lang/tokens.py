@@ -1,4 +1,4 @@
-"""The hand-written tokenizer: source text -> raw tokens (REFERENCE.md section 1).
+"""The hand-written tokenizer: source text -> raw tokens.
 
 It runs over the whole file before parsing starts, as the original does, so a lex error
 anywhere wins over a parse error earlier in the file. Raw tokens know nothing about

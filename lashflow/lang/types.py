@@ -1,4 +1,4 @@
-"""Static (link-time) types: gradual typing of REFERENCE.md 5.5 with SPEC 2 item 8.
+"""Static (link-time) types: gradual typing, checked where the types are known.
 
 Types are small immutable values. ``any``, ``dict``, named references, tool result
 wrappers and unions containing one of them are *gradual*: accepted everywhere and never

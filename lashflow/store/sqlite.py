@@ -92,7 +92,7 @@ _MIGRATIONS: dict[int, list[str]] = {
 
 class _NoRunData(logging.Filter):
     """aiosqlite logs every call it runs, arguments included, at DEBUG. Ours carry run
-    data (tool inputs and outputs, completion keys in waits, SPEC 3.4): the record keeps
+    data (tool inputs and outputs, completion keys in waits, none of which may reach a log): the record keeps
     which operation ran, not the data."""
 
     def filter(self, record: logging.LogRecord) -> bool:
