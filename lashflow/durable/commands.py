@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import LashflowError, MissingTools, RunBusy, RunSettled
+from ..lang.names import did_you_mean
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, Store
 from ..tools.clock import Clock
@@ -53,7 +54,8 @@ class Commands:
         if name not in declared:
             names = ", ".join(f"`{n}`" for n in declared) or "none"
             raise LashflowError(f"run {run_id} ({run.process or 'main block'}) takes no "
-                                f"signal `{name}`; its signals: {names}", code="unknown_signal")
+                                f"signal `{name}`; its signals: {names}", code="unknown_signal",
+                                hint=did_you_mean(name, declared))
         await self.store.add_signal(run_id, name, payload)
         return await self._after_delivery(run_id, resume, lambda current: any(
             w.get("kind") == "signal" and w.get("signal") == name for w in current.waiting))

@@ -14,7 +14,7 @@ from lashflow.lang import ast as A
 from lashflow.lang import types as T
 from lashflow.lang.catalog import Catalog, Operation
 from lashflow.lang.diagnostics import LangError, link_error
-from lashflow.lang.names import resource_type_name
+from lashflow.lang.names import did_you_mean, resource_type_name
 from lashflow.lang.sites import assign_sites
 
 BUILTINS: dict[str, T.SType] = {
@@ -63,11 +63,18 @@ class Linker:
         self.assigned: set[str] = set()
         self.signal_types: dict[str, T.SType] = {}
 
-    def fail(self, message: str, node: Any = None) -> LangError:
+    def fail(self, message: str, node: Any = None, *, hint: str | None = None) -> LangError:
         span = getattr(node, "span", None)
         if span is None or (span.start == 0 and span.end == 0 and node is None):
-            return link_error(self.source, message)
-        return link_error(self.source, message, span.start, end=span.end)
+            return link_error(self.source, message, hint=hint)
+        return link_error(self.source, message, span.start, end=span.end, hint=hint)
+
+    def no_tools_hint(self) -> str | None:
+        """For a name that could have been a tool module when no tool is loaded at all."""
+        if self.catalog.modules:
+            return None
+        return ("no tools are loaded: lashflow looks for a .py file beside the .lash file "
+                "and for modules given with --tools")
 
     # ------------------------------------------------------------------ declarations
 
@@ -111,7 +118,8 @@ class Linker:
                 return self.resolve_named(t.name, t)
             if t.name in self.resources:
                 return T.Resource(t.name)
-            raise self.fail(f"unknown type `{t.name}`", t)
+            raise self.fail(f"unknown type `{t.name}`", t,
+                            hint=did_you_mean(t.name, [*self.type_decls, *T.SCALAR_TYPES, *self.resources]))
         if isinstance(t, A.TypeNull):
             return T.NULL
         if isinstance(t, A.TypeStringLiteral):
@@ -347,7 +355,8 @@ class Linker:
         if self.proc is not None:
             if name in ("input", "inputs"):
                 return T.ANY
-            raise self.fail(f"unknown name `{name}`", e)
+            raise self.fail(f"unknown name `{name}`", e, hint=did_you_mean(
+                name, [*env, *self.assigned, *self.processes, *self.catalog.modules]))
         return T.ANY
 
     def field(self, e: A.Field, env: Env) -> T.SType:
@@ -414,7 +423,7 @@ class Linker:
                 raise self.fail(
                     f"tools must be called through module paths, e.g. `{owner}.{e.name}`", e
                 )
-            raise self.fail(f"unknown builtin `{e.name}`", e)
+            raise self.fail(f"unknown builtin `{e.name}`", e, hint=did_you_mean(e.name, BUILTINS))
         for arg in e.args:
             self.expr(arg, env)
         return result
@@ -458,14 +467,17 @@ class Linker:
         if path in self.catalog.modules:
             op = self.catalog.operation(path, e.operation)
             if op is None:
-                raise self.fail(f"module `{path}` does not expose operation `{e.operation}`", e)
+                raise self.fail(f"module `{path}` does not expose operation `{e.operation}`", e,
+                                hint=did_you_mean(e.operation, self.catalog.modules[path]))
             e.module = path
             return op
         if root in ("triggers", "trigger"):
             raise self.fail(UNSUPPORTED_TRIGGERS, e)
         if "." in path and any(m.startswith(root + ".") or m == root for m in self.catalog.modules):
-            raise self.fail(f"unknown module `{path}`", e)
-        raise self.fail(not_authority, e)
+            raise self.fail(f"unknown module `{path}`", e,
+                            hint=did_you_mean(path, self.catalog.modules))
+        raise self.fail(not_authority, e, hint=self.no_tools_hint() or did_you_mean(
+            root, [*env, *self.assigned, *self.catalog.modules]))
 
     def _resource_op(self, receiver: T.SType, e: A.ReceiverCall, message: str) -> Operation | None:
         if isinstance(receiver, T.Resource):
@@ -477,7 +489,7 @@ class Linker:
                 raise self.fail(
                     f"resource type `{receiver.type_name}` does not expose operation "
                     f"`{e.operation}`",
-                    e,
+                    e, hint=did_you_mean(e.operation, self.catalog.modules.get(module, {})),
                 )
             return op
         raise self.fail(message, e)
@@ -485,7 +497,8 @@ class Linker:
     def start(self, e: A.Start, env: Env) -> T.SType:
         decl = self.processes.get(e.process)
         if decl is None:
-            raise self.fail(f"unknown process `{e.process}`", e)
+            raise self.fail(f"unknown process `{e.process}`", e,
+                            hint=did_you_mean(e.process, self.processes))
         params = dict(self.params[e.process])
         given: set[str] = set()
         for key, value in e.args:
@@ -493,7 +506,8 @@ class Linker:
                 raise self.fail(f"duplicate process argument `{key}`", value)
             given.add(key)
             if key not in params:
-                raise self.fail(f"process `{e.process}` does not accept argument `{key}`", value)
+                raise self.fail(f"process `{e.process}` does not accept argument `{key}`", value,
+                                hint=did_you_mean(key, params))
             actual = self.expr(value, env)
             try:
                 T.check_assignable(actual, params[key])

@@ -9,6 +9,8 @@ names, so the linker, the input check and Type schemas look them up here and now
 
 from __future__ import annotations
 
+from typing import Iterable
+
 SCALAR_JSON_TYPES: dict[str, str | None] = {
     "str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "object",
     "any": None,
@@ -22,3 +24,11 @@ def resource_type_name(module: str) -> str:
     ``workspace.default`` -> ``WorkspaceDefault``. Used by the linker, the compiler and
     the input check alike, so a parameter typed with it links, checks and runs."""
     return "".join(part[:1].upper() + part[1:] for part in module.split("."))
+
+
+def did_you_mean(name: str, candidates: Iterable[object]) -> str | None:
+    """``did you mean `x`?`` for the closest known name, if one is close enough."""
+    import difflib
+
+    close = difflib.get_close_matches(name, [str(c) for c in candidates], n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None

@@ -70,6 +70,7 @@ def test_signals_a_process_does_not_take_are_refused(lf: Any, tmp_path: Path) ->
     typo = lf("signal", "g", "decisoin", "--payload", "1")
     assert typo.code == 2
     assert "error[unknown_signal]" in typo.err and "`decision`" in typo.err
+    assert "did you mean `decision`?" in typo.err
     assert lf("signal", "g", "decision", "--payload", "1").code == 0
 
 

@@ -161,3 +161,32 @@ def test_default_catalog_is_empty() -> None:
 def test_catalog_module_shadowed_by_variable_gives_plain_value() -> None:
     module = link(parse("tools = { read: 1 }\nx = tools.read"), CATALOG)
     assert isinstance(module.main[1].value, A.Field)
+
+
+@pytest.mark.parametrize("source, hint", [
+    ("x = await tools.flakey({})", "did you mean `flaky`?"),
+    ("x = await tols.flaky({})", "did you mean `tools`?"),
+    ("x = await workspace.defualt.read_file({})", "did you mean `workspace.default`?"),
+    ("x = lenn([1])", "did you mean `len`?"),
+    ("process worker(n: int) { finish n }\nh = start wroker(n: 1)", "did you mean `worker`?"),
+    ("process worker(count: int) { finish count }\nh = start worker(cuont: 1)",
+     "did you mean `count`?"),
+    ("process p(n: int) { total = n\n  finish totl }", "did you mean `total`?"),
+    ("type Order = { id: str }\nprocess p(o: Ordr) { finish o }", "did you mean `Order`?"),
+    ("x = await tools.zzz({})", None),  # nothing close: no guess
+])
+def test_link_errors_suggest_the_nearest_name(source: str, hint: str | None) -> None:
+    catalog = Catalog()
+    catalog.add("tools", Operation("flaky"))
+    catalog.add("workspace.default", Operation("read_file"))
+    with pytest.raises(LangError) as info:
+        link(parse(source), catalog)
+    assert info.value.diagnostic.hint == hint
+
+
+def test_with_no_tools_loaded_the_error_says_so() -> None:
+    with pytest.raises(LangError) as info:
+        link(parse("x = await tools.read({})"), Catalog())
+    assert info.value.diagnostic.message == "receiver for operation `read` is not a module authority"
+    assert info.value.diagnostic.hint.startswith("no tools are loaded: lashflow looks for a .py "
+                                                 "file beside the .lash file")
