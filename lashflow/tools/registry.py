@@ -83,8 +83,12 @@ class ToolRegistry:
                 existing = self._tools.get(key)
                 if existing is not None and existing.source is not entry.source:
                     raise LashflowError(
-                        f"two different tools are registered as `{entry.definition.qualified_name}`",
+                        f"two different tools are registered as "
+                        f"`{entry.definition.qualified_name}`: {_defined_at(existing.source)} "
+                        f"and {_defined_at(entry.source)}",
                         code="duplicate_tool",
+                        hint="rename one (@tool(name=...)) or give it another module "
+                             "(@tool(module=...))",
                     )
                 self._tools[key] = entry
                 added.append(entry)
@@ -124,3 +128,11 @@ class ToolRegistry:
         except Exception:
             log.exception("cancel_external of %s.%s failed", module, name)
         return True
+
+
+def _defined_at(source: Any) -> str:
+    """Where a tool's code is written (``flow.py:12``), to tell two clashing tools apart."""
+    code = getattr(getattr(source, "fn", source), "__code__", None)
+    if code is None:
+        return f"an object of type {type(source).__name__}"
+    return f"{code.co_filename}:{code.co_firstlineno}"

@@ -179,6 +179,11 @@ async def test_unknown_tool_and_duplicates():
     with pytest.raises(LashflowError) as dup:
         registry.add(other)
     assert dup.value.code == "duplicate_tool"
+    here = f"{__file__}:"
+    first, second = dup.value.message.split(": ", 1)[1].split(" and ")
+    # both places are named, each with its line
+    assert first == f"{here}{quote.fn.__code__.co_firstlineno}"
+    assert second == f"{here}{other.fn.__code__.co_firstlineno}"
 
 
 async def test_plain_async_function_is_registered_as_tool():
