@@ -57,8 +57,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+                                       help="Print the version and exit."),
+          utc: bool = typer.Option(False, "--utc",
+                                   help="Print times in UTC (default: local time, with its "
+                                        "offset). Also LASHFLOW_UTC=1.")) -> None:
     """lashflow: durable workflows written in Lashlang."""
+    from .cli_render import UTC_REQUESTED
+
+    UTC_REQUESTED[0] = utc
 
 
 def _finish(display: Display, outcome: Any, started: float | None = None) -> int:

@@ -71,11 +71,17 @@ class Display:
 # --------------------------------------------------------------------------- small helpers
 
 
+# Set from the command line's ``--utc`` for the one command a process runs.
+UTC_REQUESTED: list[bool] = [False]
+
+
 def when(moment: float | None) -> str:
-    """ISO 8601 with the time zone's offset (local time; UTC with ``LASHFLOW_UTC=1``)."""
+    """ISO 8601 with the time zone's offset (local time; UTC with ``--utc`` or
+    ``LASHFLOW_UTC=1``)."""
     if moment is None:
         return "-"
-    zone = timezone.utc if os.environ.get("LASHFLOW_UTC") == "1" else None
+    utc = UTC_REQUESTED[0] or os.environ.get("LASHFLOW_UTC") == "1"
+    zone = timezone.utc if utc else None
     return datetime.fromtimestamp(moment, zone).astimezone(zone).isoformat(timespec="seconds")
 
 

@@ -41,6 +41,8 @@ Conventions shared by every command:
   a plain file path, or `postgresql://user@host:port/db`. Default:
   `.lashflow/lashflow.db` under the current directory.
 - **Output**: rich tables and a live status on a terminal, plain lines when piped.
+- **Times** are ISO 8601 with the offset of the local time zone; `lashflow --utc COMMAND`
+  (or `LASHFLOW_UTC=1`) prints them in UTC.
 """
 
 

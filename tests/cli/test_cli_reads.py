@@ -51,3 +51,26 @@ def test_list_and_show_read_the_store_once_each(lf: Any, tmp_path: Path,
         assert len(reads) == 1, (args, reads)
     shown = lf("show", "parent", "--json").json
     assert len(shown["children"]) == 6 and len(shown["steps"]) >= 7
+
+
+def test_times_carry_their_offset_and_utc_on_request(cli_env: dict[str, str],
+                                                     tmp_path: Path) -> None:
+    import re
+    import subprocess
+    import sys
+
+    def lashflow(*args: str, **env: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "lashflow", *args], env={**cli_env, "TZ": "America/New_York",
+                                                        **env},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    flow = tmp_path / "one.lash"
+    flow.write_text("finish 1\n")
+    lashflow("run", str(flow), "--run-id", "t1")
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([+-]\d\d:\d\d)"
+    local, utc, by_env = (re.search(stamp, out).group(1) for out in (
+        lashflow("list"), lashflow("--utc", "list"), lashflow("list", LASHFLOW_UTC="1")))
+    assert utc == by_env == "+00:00"
+    assert local in ("-05:00", "-04:00")  # New York, winter or summer
