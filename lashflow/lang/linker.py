@@ -14,6 +14,7 @@ from lashflow.lang import ast as A
 from lashflow.lang import types as T
 from lashflow.lang.catalog import Catalog, Operation
 from lashflow.lang.diagnostics import LangError, link_error
+from lashflow.lang.durations import deadline_seconds, duration_seconds
 from lashflow.lang.names import did_you_mean, resource_type_name
 from lashflow.lang.sites import assign_sites
 
@@ -68,6 +69,20 @@ class Linker:
         if span is None or (span.start == 0 and span.end == 0 and node is None):
             return link_error(self.source, message, hint=hint)
         return link_error(self.source, message, span.start, end=span.end, hint=hint)
+
+    def check_sleep_literal(self, e: A.Sleep) -> None:
+        """A literal duration or deadline that could never work is reported now, with the
+        accepted forms, rather than when the run reaches the sleep."""
+        value = e.value
+        if not isinstance(value, (A.String, A.Number)):
+            return
+        kind, check = (("duration", duration_seconds) if e.mode == "for"
+                       else ("deadline", deadline_seconds))
+        try:
+            check(value.value)
+        except ValueError as exc:
+            shown = f'"{value.value}"' if isinstance(value, A.String) else f"{value.value:g}"
+            raise self.fail(f"invalid {kind} {shown} in `sleep {e.mode}`: {exc}", value) from None
 
     def no_tools_hint(self) -> str | None:
         """For a name that could have been a tool module when no tool is loaded at all."""
@@ -328,6 +343,7 @@ class Linker:
             return self.comprehension(e, env)
         if isinstance(e, A.Sleep):
             self.expr(e.value, env)
+            self.check_sleep_literal(e)
             return T.NULL
         if isinstance(e, A.WaitSignal):
             if self.proc is None:

@@ -458,7 +458,8 @@ class TokenPass:
         return "IDENT"
 
     def check_signal_call(self, i: int, name: str) -> None:
-        """2.4 item 8, raised once the call's `)` has been parsed (as the original does)."""
+        """Signal names must be string literals (so a process's signals are known without
+        running it); raised once the call's `)` has been parsed, at the offending name."""
         rpar = matching(self.toks, i + 1)
         if rpar < 0:
             return
@@ -469,9 +470,9 @@ class TokenPass:
                 self.deferred[rpar] = self.err(
                     f"expected one signal name argument, found {len(args)} arguments", at
                 )
-            elif not string_literal(args[0]):
+            elif not string_literal(args[0]):  # at the name (the original said 1:1)
                 self.deferred[rpar] = self.err(
-                    "unexpected non-literal signal name in `wait_signal`", 0
+                    "unexpected non-literal signal name in `wait_signal`", args[0][0].start_pos
                 )
         else:
             if len(args) != 3:
@@ -482,7 +483,7 @@ class TokenPass:
                 )
             elif not string_literal(args[1]):
                 self.deferred[rpar] = self.err(
-                    "unexpected non-literal signal name in `signal_run`", 0
+                    "unexpected non-literal signal name in `signal_run`", args[1][0].start_pos
                 )
 
     def reserved(self, i: int, tok: Tok) -> str:

@@ -190,3 +190,24 @@ def test_with_no_tools_loaded_the_error_says_so() -> None:
     assert info.value.diagnostic.message == "receiver for operation `read` is not a module authority"
     assert info.value.diagnostic.hint.startswith("no tools are loaded: lashflow looks for a .py "
                                                  "file beside the .lash file")
+
+
+@pytest.mark.parametrize("source, message", [
+    ('sleep for "2 minutes"', 'invalid duration "2 minutes" in `sleep for`: expected '
+                              'milliseconds or a string like "5s", "250ms", "2m", "1h"'),
+    ('sleep until "2030-01-01T00:00:00"', 'invalid deadline "2030-01-01T00:00:00" in '
+                                          '`sleep until`: the timestamp needs a UTC offset'),
+    ('sleep until "next tuesday"', 'invalid deadline "next tuesday" in `sleep until`: '
+                                   'expected an RFC 3339 timestamp'),
+])
+def test_a_literal_sleep_that_cannot_work_is_a_link_error(source: str, message: str) -> None:
+    [diagnostic] = check(source, Catalog())
+    assert (diagnostic.code, diagnostic.message) == ("link_error", message)
+    assert (diagnostic.line, diagnostic.column) == (1, source.index('"') + 1)  # at the literal
+
+
+@pytest.mark.parametrize("source", ['sleep for "5s"', "sleep for 250", 'sleep for " 2m "',
+                                    'sleep until "2030-01-01T00:00:00Z"', "sleep until 0",
+                                    "d = \"2 minutes\"\nsleep for d"])  # computed: run time
+def test_good_or_computed_sleeps_link(source: str) -> None:
+    assert check(source, Catalog()) == []

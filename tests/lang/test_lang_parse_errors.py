@@ -50,10 +50,10 @@ CASES = [
     # 2.4 item 8: wait_signal / signal_run
     ('x = wait_signal("a", "b")', "expected one signal name argument, found 2 arguments", 1, 25),
     ("x = wait_signal()", "expected one signal name argument, found 0 arguments", 1, 17),
-    ("x = wait_signal(n)", "unexpected non-literal signal name in `wait_signal`", 1, 1),
+    ("x = wait_signal(n)", "unexpected non-literal signal name in `wait_signal`", 1, 17),
     ('signal_run(h, "s")',
      "expected run handle, signal name, and payload arguments, found 2 arguments", 1, 18),
-    ("x = 1\nsignal_run(h, n, 1)", "unexpected non-literal signal name in `signal_run`", 1, 1),
+    ("x = 1\nsignal_run(h, n, 1)", "unexpected non-literal signal name in `signal_run`", 2, 15),
     # 2.4 item 9: removed syntax
     ("submit 1", "`submit` was removed; use `finish <value>`", 1, 1),
     ("x = submit", "`submit` was removed; use `finish <value>`", 1, 5),
