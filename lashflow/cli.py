@@ -22,9 +22,10 @@ from .cli_drive import LiveStatus, settle
 from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
                          run_error_text)
 from .cli_support import (EXIT_BY_STATUS, EXIT_REJECTED, LashflowGroup, caret_text, dumps,
+                          no_key, no_run, nothing_yet,
                           engine, fail, parse_age, parse_json_option, parse_when, read_source, run_async,
                           source_or_none, stderr, stdout)
-from .errors import LashflowError, UsageError
+from .errors import LashflowError, NoDatabase, UsageError
 from .states import RUN_STATUSES
 
 app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
@@ -427,7 +428,7 @@ def graph(
         if run is not None:
             from .durable.programs import source_digest
 
-            async with engine(db) as eng:
+            async with engine(db, create=False, absent=no_run(run)) as eng:
                 states = await _site_states(eng, run)
                 if (await eng.get_record(run)).source_hash != source_digest(source):
                     stderr(f"warning: run {run} was started from another version of {file}; "
@@ -509,7 +510,7 @@ def complete(
             raise UsageError("give exactly one of --result JSON or --error MESSAGE")
         value = ToolResult.err(error) if error is not None else ToolResult.ok(
             parse_json_option(result, "--result"))
-        async with engine(db) as eng:
+        async with engine(db, create=False, absent=no_key) as eng:
             with LiveStatus.for_command(as_json or not resume_run, "complete") as live:
                 eng.listeners.append(live.on_event)
                 delivery = await eng.deliver(key, value, resume=resume_run)
@@ -550,7 +551,7 @@ def signal(
 
     async def go() -> int:
         data = parse_json_option(payload, "--payload")
-        async with engine(db) as eng:
+        async with engine(db, create=False, absent=no_run(run_id)) as eng:
             with LiveStatus.for_command(as_json, f"signal {name}") as live:
                 eng.listeners.append(live.on_event)
                 await eng.signal(run_id, name, data)
@@ -579,7 +580,7 @@ def cancel(
     display = Display(as_json)
 
     async def go() -> int:
-        async with engine(db) as eng:
+        async with engine(db, create=False, absent=no_run(run_id)) as eng:
             before = (await eng.get(run_id)).status
             status = await eng.cancel(run_id, reason)
             outcome = await eng.get(run_id)
@@ -634,12 +635,18 @@ def list_runs(
     statuses = [part.strip() for part in status.split(",") if part.strip()] if status else []
 
     async def go() -> int:
-        async with engine(db) as eng:
-            now = eng.clock.now()
-            page = await eng.runs(status=statuses, process=process, parent=parent,
-                                  since=parse_when(since, "--since", now),
-                                  until=parse_when(until, "--until", now),
-                                  limit=limit, cursor=cursor)
+        from .durable.reads import check_run_filters
+
+        check_run_filters(statuses, limit)  # a bad filter is refused, database or not
+        try:
+            async with engine(db, create=False) as eng:
+                now = eng.clock.now()
+                page = await eng.runs(status=statuses, process=process, parent=parent,
+                                      since=parse_when(since, "--since", now),
+                                      until=parse_when(until, "--until", now),
+                                      limit=limit, cursor=cursor)
+        except NoDatabase as missing:  # nothing has run here: no runs, and no file made
+            return nothing_yet(display, missing, {"runs": [], "next_cursor": None})
         if as_json:
             stdout(dumps(page.to_json()))
             return 0
@@ -667,7 +674,7 @@ def show(
     display = Display(as_json)
 
     async def go() -> int:
-        async with engine(db) as eng:
+        async with engine(db, create=False, absent=no_run(run_id)) as eng:
             detail = await eng.run_detail(run_id)
         if as_json:
             stdout(dumps(detail.to_json()))
@@ -692,9 +699,12 @@ def waiting(
     display = Display(as_json)
 
     async def go() -> int:
-        async with engine(db) as eng:
-            waits = await eng.waiting()
-            now = eng.clock.now()
+        try:
+            async with engine(db, create=False) as eng:
+                waits = await eng.waiting()
+                now = eng.clock.now()
+        except NoDatabase as missing:
+            return nothing_yet(display, missing, {"waiting": []})
         if as_json:
             stdout(dumps({"waiting": [dict(w.to_json(), run_id=r) for r, w in waits]}))
         else:
@@ -718,7 +728,7 @@ def output(
     import json
 
     async def go() -> int:
-        async with engine(db) as eng:
+        async with engine(db, create=False, absent=no_run(run_id)) as eng:
             steps = await eng.steps(run_id)
         by_row = steps[int(step) - 1].step_key if step.isdigit() and \
             1 <= int(step) <= len(steps) and not any(s.step_key == step for s in steps) else step

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import typer
 from typer.core import TyperGroup
 
-from .errors import InputInvalid, LashflowError, UsageError
+from .errors import InputInvalid, LashflowError, NoDatabase, UsageError
 
 T = TypeVar("T")
 
@@ -214,14 +214,36 @@ def source_or_none(file: Path | None) -> str | None:
 
 
 @asynccontextmanager
-async def engine(db: str | None, tools: Sequence[str] = (), **options: Any) -> AsyncIterator[Any]:
-    """An open ``Engine`` over the public API (imported late: ``--help`` stays fast)."""
+async def engine(db: str | None, tools: Sequence[str] = (), *,
+                 absent: Callable[[NoDatabase], LashflowError] | None = None,
+                 **options: Any) -> AsyncIterator[Any]:
+    """An open ``Engine`` over the public API (imported late: ``--help`` stays fast).
+    Commands that only read, or act on runs that must exist, pass ``create=False``;
+    ``absent`` turns "no database here" into the error the command would give anyway
+    (an unknown run, an unknown key), which then names where lashflow looked."""
     from .durable.engine import Engine
 
     DB_OPTION[:] = [db_option(db)]
-    async with Engine(db=db, modules=list(tools), **options) as eng:
-        eng.listeners.append(_note_run)
-        yield eng
+    try:
+        async with Engine(db=db, modules=list(tools), **options) as eng:
+            eng.listeners.append(_note_run)
+            yield eng
+    except NoDatabase as missing:
+        if absent is None:
+            raise
+        raise absent(missing) from None
+
+
+def no_run(run_id: str | None) -> Callable[[NoDatabase], LashflowError]:
+    """``absent`` for a command about one run."""
+    from .errors import UnknownRun
+
+    return lambda missing: UnknownRun(f"no run with id {run_id!r} ({missing})")
+
+
+def no_key(missing: NoDatabase) -> LashflowError:
+    """``absent`` for ``complete``: the key cannot exist where no database does."""
+    return LashflowError(f"unknown completion key ({missing})", code="unknown_completion_key")
 
 
 DB_OPTION: list[str] = [""]
@@ -294,3 +316,12 @@ class LashflowGroup(TyperGroup):
         else:
             stderr(error_text(error))
         return EXIT_REJECTED if exc.exit_code in (1, 2) else int(exc.exit_code)
+
+
+def nothing_yet(display: Any, missing: Exception, empty: dict[str, Any]) -> int:
+    """A listing where no database exists yet: empty, saying where lashflow looked."""
+    if display.as_json:
+        stdout(dumps(dict(empty, note=str(missing))))
+    else:
+        display.line(f"nothing yet: {missing}")
+    return 0

@@ -48,6 +48,12 @@ class DbError(LashflowError):
     code = "db_error"
 
 
+class NoDatabase(DbError):
+    """A read-only command found no lashflow database where it looked (and made none)."""
+
+    code = "no_database"
+
+
 class LimitExceeded(LashflowError):
     code = "limit_exceeded"
 

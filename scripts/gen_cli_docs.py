@@ -41,6 +41,11 @@ Conventions shared by every command:
   a plain file path, or `postgresql://user@host:port/db`. Default:
   `.lashflow/lashflow.db` under the current directory.
 - **Output**: rich tables and a live status on a terminal, plain lines when piped.
+- **Read-only commands** (`list`, `waiting`, `show`, `output`, `graph --run`) and those
+  that act on an existing run or key (`complete`, `signal`, `cancel`) never create a
+  database: where there is none they say where they looked (`list` and `waiting`:
+  "nothing yet", exit 0; the others: `unknown_run` / `unknown_completion_key`, exit 2).
+  On PostgreSQL they do not create the tables either.
 - **Times** are ISO 8601 with the offset of the local time zone; `lashflow --utc COMMAND`
   (or `LASHFLOW_UTC=1`) prints them in UTC.
 """

@@ -52,18 +52,20 @@ class Engine:
     ``.lashflow/lashflow.db``). ``tools``: decorated functions or tool objects;
     ``modules``: module names or ``.py`` paths whose tools are loaded. ``clock``: a
     ``lashflow.testing.FakeClock`` in tests. ``concurrency``: runs driven at once here
-    (a parked run does not count). ``limits``: what one run may use (``Limits``)."""
+    (a parked run does not count). ``limits``: what one run may use (``Limits``).
+    ``create=False``: where there is no database yet, opening raises ``NoDatabase`` and
+    makes none (for tools that only read)."""
 
     def __init__(self, db: str | None = None, tools: Iterable[Any] = (), modules: Iterable[str] = (),
                  plugins: Any = None, model_provider: Any = None, clock: Clock | None = None, *,
                  concurrency: int = 64, limits: Limits | None = None,
-                 lease_ttl: float = LEASE_TTL) -> None:
+                 lease_ttl: float = LEASE_TTL, create: bool = True) -> None:
         self.db = db
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
         self.limits = limits or Limits()
         self.owner = new_owner_id()
-        self.store = open_store(db)
+        self.store = open_store(db, create=create)
         self.events = Events()
         self.plugins = plugins
         self._initial_tools = list(tools)

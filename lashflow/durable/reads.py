@@ -21,6 +21,18 @@ from .tool_runner import ToolRunner
 MAX_PAGE = 1000
 
 
+
+def check_run_filters(status: str | Iterable[str] | None, limit: int) -> tuple[str, ...]:
+    """The statuses of a run query, refused (``usage_error``) if one is unknown or the
+    page size is out of range; callers may check before opening anything."""
+    statuses = (status,) if isinstance(status, str) else tuple(status or ())
+    unknown = [s for s in statuses if s not in RUN_STATUSES]
+    if unknown:
+        raise UsageError(f"unknown status {unknown[0]!r}; use one of {', '.join(RUN_STATUSES)}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise UsageError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
+    return statuses
+
 class Reads:
     def __init__(self, store: Store, tools: ToolRunner, clock: Clock) -> None:
         self.store = store
@@ -62,13 +74,7 @@ class Reads:
                    parent: str | None = None, since: float | None = None,
                    until: float | None = None, limit: int = 50,
                    cursor: str | None = None) -> RunPage:
-        statuses = (status,) if isinstance(status, str) else tuple(status or ())
-        unknown = [s for s in statuses if s not in RUN_STATUSES]
-        if unknown:
-            raise UsageError(f"unknown status {unknown[0]!r}; use one of "
-                             f"{', '.join(RUN_STATUSES)}")
-        if not 1 <= limit <= MAX_PAGE:
-            raise UsageError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
+        statuses = check_run_filters(status, limit)
         page = await self.store.query_runs(st.RunQuery(statuses, process, parent, since, until,
                                                        limit, cursor))
         now = self.clock.now()

@@ -24,9 +24,16 @@ def resolve_db_url(db: str | None) -> str:
     return db or os.environ.get("LASHFLOW_DB") or DEFAULT_DB
 
 
-def open_store(db: str | None = None) -> Store:
-    """Build (not open) the store for a URL or a plain SQLite path."""
-    url = resolve_db_url(db)
+def open_store(db: str | None = None, *, create: bool = True) -> Store:
+    """Build (not open) the store for a URL or a plain SQLite path. ``create=False``:
+    opening it raises ``NoDatabase`` where there is no lashflow database yet, and makes
+    none (no file, no folder, no schema): what read-only commands use."""
+    store = _store_for(resolve_db_url(db))
+    store.create = create
+    return store
+
+
+def _store_for(url: str) -> Store:
     if url.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore  # imported lazily: keeps `import lashflow` light
 

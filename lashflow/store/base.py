@@ -200,6 +200,8 @@ class Store(abc.ABC):
         finally:
             lease.release()
 
+    create: bool = True  # False: never make a database where there is none (see open_store)
+
     @property
     def lone_writer(self) -> bool:
         return self._writers == 1

@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from ..errors import DbError, Fenced, JournalCorrupt
+from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
     SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
@@ -281,6 +281,10 @@ class PostgresStore(Store):
         try:
             with self._errors():
                 async with pool.acquire() as conn:
+                    if not self.create and await conn.fetchval(
+                            "SELECT to_regclass('lashflow_meta')") is None:
+                        raise NoDatabase(f"no lashflow tables at {self._display} (in its "
+                                         "search_path): nothing has run with it yet")
                     await self._migrate(conn)
                     self._channel = channel_for(await conn.fetchval("SELECT current_schema()"))
         except BaseException:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Collection, TypeVar
 
 import aiosqlite
 
-from ..errors import DbError, Fenced, JournalCorrupt
+from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
     SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
@@ -151,6 +151,9 @@ class SqliteStore(Store):
 
     async def open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
+        if not self.create and not os.path.isfile(self.path):
+            raise NoDatabase(f"no database at {os.path.abspath(self.path)}: nothing has run "
+                             "with it yet (--db or LASHFLOW_DB names another)")
         try:
             os.makedirs(directory, exist_ok=True)
             # check_same_thread off: a lone writer commits on the loop's thread, never

@@ -144,12 +144,15 @@ def test_db_from_the_environment_is_checked_too(lf: Lf) -> None:
 def test_unwritable_db_path(lf: Lf, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    one_error(lf("list", "--db", str(blocker / "journal.db")), "db_error", "cannot open database")
+    (tmp_path / "one.lash").write_text("finish 1\n")
+    one_error(lf("run", tmp_path / "one.lash", "--db", str(blocker / "journal.db")), "db_error",
+              "cannot open database")
 
 
 def test_newer_schema_version(lf: Lf, tmp_path: Path) -> None:
     path = tmp_path / "future.db"
-    assert lf("list", "--db", str(path)).code == 0  # creates it at today's version
+    (tmp_path / "one.lash").write_text("finish 1\n")
+    assert lf("run", tmp_path / "one.lash", "--db", str(path)).code == 0  # today's version
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
     one_error(lf("list", "--db", str(path)), "db_error", "schema version 999", "upgrade lashflow")
