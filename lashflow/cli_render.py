@@ -268,6 +268,8 @@ def render_show(display: Display, detail: Any) -> None:
         display.line(f"child: {child.run_id} {status_text(child)}")
     for text in detail.prints:
         display.line(f"print: {text}")
+    for sent in detail.pending_signals:
+        display.line(f"signal not taken yet: {sent['name']} {preview(sent['payload'], 80)}")
     if run.status.value == "finished":
         display.line("result: " + result_text(detail.result))
     if run.error is not None and run.error != detail.journal_error:

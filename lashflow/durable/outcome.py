@@ -228,6 +228,9 @@ class RunDetail:
     children: list[RunSummary] = field(default_factory=list)
     file: str | None = None
     journal_error: RunError | None = None
+    # signals delivered that the process has not taken yet (``wait_signal`` takes them
+    # in delivery order): [{"name", "payload"}]
+    pending_signals: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -250,4 +253,6 @@ class RunDetail:
         data["children"] = [child.to_json() for child in self.children]
         if self.journal_error is not None:
             data["journal_error"] = self.journal_error.to_json()
+        if self.pending_signals:
+            data["pending_signals"] = list(self.pending_signals)
         return data

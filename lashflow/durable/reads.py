@@ -100,10 +100,16 @@ class Reads:
                 in_flight = run.status == "running" and not summary.owner_gone
                 steps = self.views(detail.steps, detail.attempts, in_flight=in_flight)
                 prints = self._prints(run_id, detail.steps)
+        taken: dict[str, int] = {}
+        for step in detail.steps:
+            if step.kind == "wait_signal" and step.status == "done" and step.tool:
+                taken[step.tool] = taken.get(step.tool, 0) + 1
+        pending = [{"name": name, "payload": payload} for name, ordinal, payload
+                   in detail.signals if ordinal > taken.get(name, 0)]
         return RunDetail(
             summary, run.input, run.result if run.status == "finished" else None, prints, steps,
             [self._summary(child, now) for child in detail.children], run.meta.get("file"),
-            journal_error)
+            journal_error, pending)
 
     def _summary(self, row: RunRecord | st.RunSummary, now: float) -> RunSummary:
         status = RunStatus(row.status)

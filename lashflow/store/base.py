@@ -159,6 +159,7 @@ class RunDetail:
     attempts: list[AttemptRecord] = field(default_factory=list)
     children: list[RunSummary] = field(default_factory=list)
     journal_error: JournalCorrupt | None = None
+    signals: list[tuple[str, int, Any]] = field(default_factory=list)  # (name, ordinal, payload)
 
 
 class WriterLease:

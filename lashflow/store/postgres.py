@@ -37,7 +37,7 @@ from .base import (
 )
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
-from .queries import SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
+from .queries import SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
 from .rows import (
     RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, journal_from_rows, loads, run_from_row,
 )
@@ -414,7 +414,10 @@ class PostgresStore(Store):
             children = await conn.fetch(
                 f"SELECT {SUMMARY_COLUMNS} FROM lashflow_runs WHERE parent_run_id = $1 "
                 "ORDER BY created_at, run_id", run_id)
+            signals = await conn.fetch(
+                SIGNALS_OF_RUN.format(table="lashflow_signals").replace("?", "$1"), run_id)
         detail.children = [summary_from_row(child) for child in children]
+        detail.signals = [(row[0], row[1], loads(row[2])) for row in signals]
         return detail
 
     async def stale_runs(self, before: float, statuses: Collection[str], limit: int) -> list[str]:

@@ -16,6 +16,10 @@ from ..errors import JournalCorrupt, UsageError
 from .base import RunPage, RunQuery, RunSummary
 from .rows import loads
 
+# A run's delivered signals, per name in delivery order (a run detail shows those its
+# process has not taken yet).
+SIGNALS_OF_RUN = "SELECT name, ordinal, payload FROM {table} WHERE run_id = ? ORDER BY name, ordinal"
+
 SUMMARY_COLUMNS = ("run_id, process, status, parent_run_id, created_at, updated_at, waiting, "
                    "error, wake_at, cancel_requested, lease_owner, lease_expires, meta")
 
@@ -94,5 +98,5 @@ def page_of(rows: list[Any], query: RunQuery) -> RunPage:
     return RunPage(summaries, encode_cursor(last.created_at, last.run_id) if last else None)
 
 
-__all__ = ["SUMMARY_COLUMNS", "decode_cursor", "encode_cursor", "page_of", "page_sql",
+__all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "decode_cursor", "encode_cursor", "page_of", "page_sql",
            "summary_from_row"]

@@ -34,7 +34,7 @@ from .base import (
     Store,
 )
 from .leases import owner_is_dead
-from .queries import SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
+from .queries import SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
 from .rows import (
     RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, journal_from_rows, loads,
     run_from_row,
@@ -324,6 +324,8 @@ class SqliteStore(Store):
             detail.children = [summary_from_row(child) for child in conn.execute(
                 f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE parent_run_id = ? "
                 "ORDER BY created_at, run_id", (run_id,))]
+            detail.signals = [(name, ordinal, loads(payload)) for name, ordinal, payload in
+                              conn.execute(SIGNALS_OF_RUN.format(table="signals"), (run_id,))]
             return detail
         return await self._call(read)
 

@@ -107,3 +107,26 @@ def test_gc_from_the_cli(lf: Any, tmp_path: Path) -> None:
     assert bad.code == 2 and "error[usage_error]" in bad.err
     waiting = lf("gc", "--older-than", "1d", "--status", "waiting")
     assert waiting.code == 2 and "only settled runs" in waiting.err
+
+
+def test_show_lists_signals_delivered_but_not_taken_yet(lfx: Any, tmp_path: Path) -> None:
+    import time
+
+    flow = tmp_path / "gate.lash"
+    flow.write_text('process gate() {\n  sleep for "3s"\n  d = wait_signal("decision")\n'
+                    '  sleep for "1h"\n  finish d\n}\n')  # the signals arrive in the 3 s
+    parked = lfx("run", flow, "--run-id", "g", "--max-wait", "0", "--json")
+    assert parked.code == 3
+    assert lfx("show", "g", "--json").json.get("pending_signals") is None
+    for answer in ("yes", "no"):
+        assert lfx("signal", "g", "decision", "--payload", f'"{answer}"',
+                   "--max-wait", "0").code == 0
+    shown = lfx("show", "g")
+    assert shown.out.count("signal not taken yet: decision") == 2
+    assert lfx("show", "g", "--json").json["pending_signals"] == [
+        {"name": "decision", "payload": "yes"}, {"name": "decision", "payload": "no"}]
+    [wait] = parked.json["waiting"]
+    time.sleep(max(0.0, wait["until"] - time.time()) + 0.05)  # the recorded timer is due
+    assert lfx("resume", "g", "--max-wait", "0").code == 3  # took "yes", sleeps an hour
+    assert lfx("show", "g", "--json").json["pending_signals"] == [
+        {"name": "decision", "payload": "no"}]
