@@ -19,8 +19,8 @@ import typer
 
 from . import __version__
 from .cli_drive import LiveStatus, settle
-from .cli_render import (Display, render_outcome, render_runs, render_show, render_waiting,
-                         run_error_text)
+from .cli_render import (RUN_SOURCE, Display, render_outcome, render_runs, render_show,
+                         render_waiting, run_error_text)
 from .cli_support import (EXIT_BY_STATUS, EXIT_REJECTED, LashflowGroup, caret_text, dumps,
                           no_key, no_run, nothing_yet,
                           engine, fail, parse_age, parse_json_option, parse_when, read_source, run_async,
@@ -66,6 +66,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     from .cli_render import UTC_REQUESTED
 
     UTC_REQUESTED[0] = utc
+    RUN_SOURCE.clear()  # set by `run` for its own runtime errors only
 
 
 def _finish(display: Display, outcome: Any, started: float | None = None) -> int:
@@ -109,6 +110,8 @@ def run(
     display = Display(as_json)
     text = source_or_none(file)
     started = time.monotonic()
+    if text is not None:
+        RUN_SOURCE[:] = [(str(file), text)]
 
     async def go() -> int:
         data = parse_json_option(input, "--input")

@@ -169,10 +169,27 @@ def render_outcome(display: Display, outcome: Any, elapsed: float | None = None)
     render_waits(display, outcome.waiting)
 
 
+# The file a `run` command started from, with its text: a runtime error in the run it
+# starts is shown with the line and a caret under the place.
+RUN_SOURCE: list[tuple[str, str]] = []
+
+
 def run_error_text(error: Any) -> str:
-    where = f" (line {error.line}, column {error.column})" if error.line else ""
-    kind = f" {error.kind}" if error.kind else ""
-    return f"error[{error.code}]{kind}: {error.message}{where}"
+    """``error[code]: Kind: message``, then ``--> file:line:col`` with the line and a
+    caret when the run's source is at hand (else ``(line L, column C)``)."""
+    kind = f"{error.kind}: " if error.kind else ""
+    head = f"error[{error.code}]: {kind}{error.message}"
+    if not error.line:
+        return head
+    if not RUN_SOURCE:
+        return f"{head} (line {error.line}, column {error.column})"
+    filename, source = RUN_SOURCE[0]
+    lines = source.splitlines()
+    where = f"--> {filename}:{error.line}:{error.column}"
+    if error.line > len(lines):
+        return f"{head}\n{where}"
+    caret = " " * max(0, (error.column or 1) - 1) + "^"
+    return f"{head}\n{where}\n  | {lines[error.line - 1]}\n  | {caret}"
 
 
 def resolve_command(wait: Any) -> str:

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from ..errors import LashflowError
 from ..tools import CompletionError, ToolResult
 from ..tools.completion import Resolution, ResolutionSource
+from ..tools.validation import condensed
 from .errors import HttpError, error_response
 from .models import CancelBody, CompletionBody, SignalBody, StartRun
 from .openapi import openapi_document
@@ -136,10 +137,7 @@ class _Api:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
-                for e in exc.errors(include_url=False))
-            raise HttpError("input_invalid", problems) from None
+            raise HttpError("input_invalid", condensed(exc).replace("\n", "; ")) from None
 
     # -- webhooks --------------------------------------------------------------------------
     async def complete(self, request: Request) -> Response:

@@ -17,6 +17,7 @@ from lashflow.tools.definition import ANY_OBJECT_SCHEMA, ToolDefinition
 from lashflow.tools.plain_types import fast_arguments, fast_output, plain_input_schema, plain_schema
 from lashflow.tools.results import ToolResult
 from lashflow.tools.retry import RetryPolicy
+from lashflow.tools.validation import condensed
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -144,7 +145,8 @@ class FunctionTool:
                 try:
                     parsed = self._model().model_validate(data)
                 except ValidationError as exc:
-                    return ToolResult.err(str(exc), code="tool_input_invalid")
+                    return ToolResult.err(f"invalid input of {self.definition.qualified_name}:\n"
+                                          f"{condensed(exc)}", code="tool_input_invalid")
                 kwargs = {field: getattr(parsed, field) for field in self._fields}
         if self._call_param is not None:
             kwargs[self._call_param] = call
@@ -170,7 +172,8 @@ class FunctionTool:
             validated = adapter.validate_python(value)
             return ToolResult.ok(adapter.dump_python(validated, mode="json"))
         except ValidationError as exc:
-            return ToolResult.failure(str(exc), code="tool_output_invalid")
+            return ToolResult.failure(f"invalid output of {self.definition.qualified_name}:\n"
+                                      f"{condensed(exc)}", code="tool_output_invalid")
         except Exception as exc:  # serialization failure
             return ToolResult.failure(f"tool output is not JSON data: {exc}", code="tool_output_invalid")
 

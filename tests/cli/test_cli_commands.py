@@ -95,8 +95,13 @@ def test_runtime_error_has_kind_and_place(lf: Lf, tmp_path: Path) -> None:
     file.write_text('v = json_parse("3")\nfor i in v { print i }\n')
     ran = lf("run", file)
     assert ran.code == 1
-    assert ran.err.startswith("error[runtime_error] NonListIteration: ")
-    assert "(line 2, column 1)" in ran.err
+    head, where, line, caret = ran.err.splitlines()
+    assert head.startswith("error[runtime_error]: NonListIteration: ")
+    assert where == f"--> {file}:2:1"
+    assert (line, caret) == ("  | for i in v { print i }", "  | ^")
+    shown = lf("show", lf("list", "--json").json["runs"][0]["run_id"])
+    assert "error[runtime_error]: NonListIteration: " in shown.out + shown.err
+    assert "(line 2, column 1)" in shown.out + shown.err  # no source at hand: the place only
 
 
 def test_main_block_prints(lf: Lf, tmp_path: Path) -> None:

@@ -69,14 +69,20 @@ async def test_raw_call_parameter_gets_any_object():
     assert result.outcome.value == {"input": {"anything": [1, 2]}, "name": "raw_echo", "module": "billing"}
 
 
-async def test_invalid_input_is_err_with_pydantic_text():
-    result = await run_tool(quote, {"order": {"item": "pen", "qty": "many"}})
+async def test_invalid_input_is_err_with_one_line_per_field():
+    result = await run_tool(quote, {"order": {"item": 3, "qty": "many"}})
     outcome = result.outcome
     assert outcome.status == "err" and outcome.code == "tool_input_invalid"
-    assert "order.qty" in outcome.message and "valid integer" in outcome.message
+    assert outcome.message.splitlines() == [  # pydantic's text condensed, no URL
+        "invalid input of tools.quote:",
+        "$.order.item: expected string, got integer",
+        "$.order.qty: expected integer, got string"]
     assert outcome.attempts == 1
     extra = await run_tool(quote, {"order": {"item": "pen", "qty": 1}, "surprise": 1})
-    assert extra.outcome.code == "tool_input_invalid" and "surprise" in extra.outcome.message
+    assert extra.outcome.code == "tool_input_invalid"
+    assert extra.outcome.message.splitlines()[1] == "$.surprise: not allowed here"
+    missing = await run_tool(quote, {"order": {"qty": 1}})
+    assert missing.outcome.message.splitlines()[1] == "$.order.item: missing"
 
 
 async def test_output_validated_against_return_annotation():
@@ -86,7 +92,7 @@ async def test_output_validated_against_return_annotation():
 
     result = await run_tool(bad, {})
     assert result.outcome.status == "failed" and result.outcome.code == "tool_output_invalid"
-    assert "total" in result.outcome.message
+    assert result.outcome.message.endswith("\n$.total: missing")
 
     @tool
     async def coerced() -> int:
