@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from ..errors import InputInvalid
+from ..json_kinds import json_kind
 from ..lang import ast
 from ..lang.names import SCALAR_JSON_TYPES
 
@@ -19,23 +20,7 @@ def _shown(value: Any) -> str:
     """A wrong string quoted (shortened, escaped), any other value by its kind."""
     if isinstance(value, str):
         return json.dumps(value if len(value) <= 40 else value[:40] + "...")
-    return _kind(value)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    return json_kind(value)
 
 
 def render_type(t: ast.TypeExpr) -> str:
@@ -87,10 +72,10 @@ class InputChecker:
             elif scalar == "number":
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             else:
-                ok = _kind(value) == scalar
-            return None if ok else f"{path}: expected {t.name}, got {_kind(value)}"
+                ok = json_kind(value) == scalar
+            return None if ok else f"{path}: expected {t.name}, got {json_kind(value)}"
         if isinstance(t, ast.TypeNull):
-            return None if value is None else f"{path}: expected null, got {_kind(value)}"
+            return None if value is None else f"{path}: expected null, got {json_kind(value)}"
         if isinstance(t, ast.TypeStringLiteral):
             return None if value == t.value else f'{path}: expected "{t.value}"'
         if isinstance(t, ast.TypeEnum):
@@ -99,7 +84,7 @@ class InputChecker:
             return f"{path}: expected one of [{', '.join(t.members)}], got {value!r}"
         if isinstance(t, ast.TypeList):
             if not isinstance(value, list):
-                return f"{path}: expected a list, got {_kind(value)}"
+                return f"{path}: expected a list, got {json_kind(value)}"
             for index, item in enumerate(value):
                 found = self.problem(item, t.item, f"{path}[{index}]", depth + 1)
                 if found:
@@ -109,10 +94,10 @@ class InputChecker:
             problems = [self.problem(value, m, path, depth + 1) for m in t.members]
             if any(p is None for p in problems):
                 return None
-            return f"{path}: expected {render_type(t)}, got {_kind(value)}"
+            return f"{path}: expected {render_type(t)}, got {json_kind(value)}"
         if isinstance(t, ast.TypeObject):
             if not isinstance(value, dict):
-                return f"{path}: expected an object, got {_kind(value)}"
+                return f"{path}: expected an object, got {json_kind(value)}"
             for f in t.fields:
                 if f.name not in value:
                     if not f.optional:
@@ -131,7 +116,7 @@ def check_input(module: ast.Module, process: ast.ProcessDecl | None, data: Any,
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise InputInvalid(f"$: the run input must be a JSON object, got {_kind(data)}", path="$")
+        raise InputInvalid(f"$: the run input must be a JSON object, got {json_kind(data)}", path="$")
     if process is None:
         return  # a main block takes its input keys as globals
     checker = InputChecker(module, resource_types)

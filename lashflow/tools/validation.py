@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..json_kinds import json_kind
+
 _EXPECTED = {
     "string_type": "expected string", "float_type": "expected number",
     "float_parsing": "expected number", "int_type": "expected integer",
@@ -18,24 +20,6 @@ _EXPECTED = {
     "model_attributes_type": "expected object", "list_type": "expected list",
     "missing": "missing", "extra_forbidden": "not allowed here",
 }
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def json_path(loc: tuple[Any, ...], root: str = "$") -> str:
@@ -54,6 +38,6 @@ def condensed(exc: Any, root: str = "$") -> str:
             message = str(error["msg"])
             what = message[:1].lower() + message[1:]
         elif what.startswith("expected") and "input" in error:
-            what += f", got {_kind(error['input'])}"
+            what += f", got {json_kind(error['input'])}"
         lines.append(f"{json_path(tuple(error['loc']), root)}: {what}")
     return "\n".join(lines)

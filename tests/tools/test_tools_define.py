@@ -75,7 +75,7 @@ async def test_invalid_input_is_err_with_one_line_per_field():
     assert outcome.status == "err" and outcome.code == "tool_input_invalid"
     assert outcome.message.splitlines() == [  # pydantic's text condensed, no URL
         "invalid input of tools.quote:",
-        "$.order.item: expected string, got integer",
+        "$.order.item: expected string, got number",
         "$.order.qty: expected integer, got string"]
     assert outcome.attempts == 1
     extra = await run_tool(quote, {"order": {"item": "pen", "qty": 1}, "surprise": 1})
