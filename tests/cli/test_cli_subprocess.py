@@ -251,6 +251,9 @@ def test_needs_attention_after_a_kill_then_retry_interrupted(lfx: Lfx, tmp_path:
     finally:
         worker.kill()
         worker.communicate(timeout=60)
+    orphan = lfx("show", "pay-1")  # before anyone recovers it: the owner is known dead
+    assert orphan.out.startswith("run pay-1: running (owner gone: lashflow recover)"), orphan.out
+    assert " interrupted " in orphan.out  # the attempt the kill cut short, not "started"
     stuck = lfx("resume", "pay-1")
     assert stuck.code == 5, stuck
     assert stuck.out.strip() == "run pay-1 needs_attention"
