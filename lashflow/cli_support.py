@@ -159,6 +159,9 @@ def parse_json_option(text: str | None, option: str) -> Any:
     except json.JSONDecodeError as exc:
         raise InputInvalid(f"{option} is not valid JSON: {exc.msg} at line {exc.lineno} "
                            f"column {exc.colno}", path="$") from None
+    except RecursionError:
+        raise InputInvalid(f"{option} is nested too deep to read (lashflow takes up to "
+                           "256 levels)", path="$") from None
 
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -1,9 +1,11 @@
-"""The name of a JSON value's kind in messages (``got string``): one spelling for the
-input check, tool validation and anything else that tells a user what it received."""
+"""JSON values as users hand them in: the name of a value's kind in messages (``got
+string``, one spelling everywhere), and the check that a value can be journaled at all."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from .errors import InputInvalid
 
 
 def json_kind(value: Any) -> str:
@@ -20,3 +22,36 @@ def json_kind(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
+
+
+MAX_INPUT_DEPTH = 256  # nesting of a run input; deeper is refused before anything runs
+
+
+def check_json_text(data: Any, max_depth: int = MAX_INPUT_DEPTH) -> None:
+    """Refuse what JSON text cannot carry faithfully, before it reaches the journal: a
+    string or key with a lone surrogate (not Unicode text: it cannot be stored as UTF-8)
+    and nesting deeper than ``max_depth``. Iterative: any depth is walked safely."""
+    stack: list[tuple[Any, str, int]] = [(data, "$", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > max_depth:
+            shown = path if len(path) <= 60 else path[:57] + "..."
+            raise InputInvalid(f"{shown}: nested deeper than {max_depth} levels", path=path)
+        if isinstance(value, str):
+            _check_text(value, path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    _check_text(key, f"{path} (a key)")
+                stack.append((item, f"{path}.{key}", depth + 1))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value))
+
+
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise InputInvalid(f"{path}: a lone surrogate (\\u{ord(bad):04x}) is not Unicode text",
+                           path=path.split(" ", 1)[0]) from None

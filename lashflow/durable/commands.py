@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import LashflowError, MissingTools, RunBusy, RunSettled
+from ..json_kinds import check_json_text
 from ..lang.names import did_you_mean
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, Store
@@ -42,11 +43,13 @@ class Commands:
     async def deliver(self, key: str, result: Any, *, resume: bool = True) -> Delivery:
         """Resolve a completion key (first writer wins) and, with ``resume``, drive the run
         on here; otherwise (or if another worker holds it) mark it due for the workers."""
+        check_json_text(getattr(result, "value", result))  # before anything is written
         run_id = await self.tools.deliver_completion(key, result)
         return Delivery(run_id, await self._after_delivery(run_id, resume, lambda run: True))
 
     async def signal(self, run_id: str, name: str, payload: Any = None, *,
                      resume: bool = True) -> RunStatus:
+        check_json_text(payload)  # before anything is written
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
             raise RunSettled(f"run {run_id} is {run.status}; it takes no signals")

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ..errors import InputInvalid
-from ..json_kinds import json_kind
+from ..json_kinds import check_json_text, json_kind
 from ..lang import ast
 from ..lang.names import SCALAR_JSON_TYPES
 
@@ -117,6 +117,7 @@ def check_input(module: ast.Module, process: ast.ProcessDecl | None, data: Any,
         data = {}
     if not isinstance(data, dict):
         raise InputInvalid(f"$: the run input must be a JSON object, got {json_kind(data)}", path="$")
+    check_json_text(data)
     if process is None:
         return  # a main block takes its input keys as globals
     checker = InputChecker(module, resource_types)

@@ -1,0 +1,83 @@
+"""Values that JSON text cannot carry are refused where they come in, with input_invalid
+and their JSON path, before anything is written.
+
+Found here: a lone surrogate in a run input, a signal payload or a completion result
+crashed with internal_error (UnicodeEncodeError on the journal write), and a deeply
+nested input crashed with RecursionError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lashflow import Engine, PendingCompletion, RunStatus, ToolCall, ToolResult, tool
+from lashflow.errors import InputInvalid
+
+ECHO = "process p(x: any) {\n  finish x\n}\n"
+GATE = 'process g() {\n  d = wait_signal("go")\n  finish d\n}\n'
+
+
+def _deep(levels: int) -> dict:
+    value: dict = {"x": None}
+    cursor = value
+    for _ in range(levels):
+        cursor["x"] = {"x": None}
+        cursor = cursor["x"]
+    return value
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"x": "a\ud800b"}, "$.x: a lone surrogate (\\ud800) is not Unicode text"),
+    ({"x": {"\udc00": 1}}, "$.x (a key): a lone surrogate (\\udc00) is not Unicode text"),
+    ({"x": ["ok", "\udfff"]}, "$.x[1]: a lone surrogate (\\udfff) is not Unicode text"),
+])
+async def test_a_lone_surrogate_in_the_input_is_refused(db_url: str, given: dict,
+                                                        message: str) -> None:
+    async with Engine(db=db_url) as engine:
+        with pytest.raises(InputInvalid) as info:
+            await engine.run(ECHO, input=given, process="p")
+        assert info.value.message == message
+        assert (await engine.runs()).runs == []  # nothing was written
+
+
+async def test_nesting_is_bounded_and_walked_without_recursion(db_url: str) -> None:
+    async with Engine(db=db_url) as engine:
+        with pytest.raises(InputInvalid) as info:
+            await engine.run(ECHO, input={"x": _deep(5000)}, process="p")
+        assert info.value.message.endswith(": nested deeper than 256 levels")
+        fine = await engine.run(ECHO, input={"x": _deep(200)}, process="p")
+        assert fine.status is RunStatus.FINISHED
+
+
+async def test_signal_payloads_and_completion_results_are_checked_too(db_url: str) -> None:
+    @tool
+    async def park(call: ToolCall) -> ToolResult:
+        await call.context.completion_key()
+        return ToolResult.pending(PendingCompletion())
+
+    async with Engine(db=db_url, tools=[park]) as engine:
+        gated = await engine.run(GATE, process="g")
+        with pytest.raises(InputInvalid):
+            await engine.signal(gated.run_id, "go", {"note": "\ud800"})
+        assert (await engine.signal(gated.run_id, "go", "fine")) is RunStatus.FINISHED
+        parked = await engine.run("x = await tools.park({})?\nfinish x")
+        key = parked.waiting[0].key
+        with pytest.raises(InputInvalid):
+            await engine.complete(key, ToolResult.ok("\udc80"))
+        assert await engine.complete(key, ToolResult.ok("fine")) is RunStatus.FINISHED
+
+
+def test_deep_json_on_the_command_line_is_input_invalid(tmp_path: Path,
+                                                        cli_env: dict[str, str]) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "echo.lash").write_text(ECHO)
+    (tmp_path / "deep.json").write_text('{"x": ' + "[" * 5000 + "]" * 5000 + "}")
+    done = subprocess.run([sys.executable, "-m", "lashflow", "run", str(tmp_path / "echo.lash"),
+                           "--input", f"@{tmp_path / 'deep.json'}"], env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error[input_invalid]: --input is nested too deep to read")
