@@ -94,7 +94,9 @@ async def test_a_stopped_worker_hands_its_runs_back_whole(db: Db, fleet: Fleet, 
     procs = [fleet.start(concurrency=concurrency, poll=0.2) for _ in range(workers)]
     leaving = procs[0]
     await fleet.ready()
-    ids = await create_runs(db.url, FIVE, [{"ms": 20}] * count, "term")
+    # steps of 80 ms: a run spans 0.4 s, so the SIGTERM lands inside the leaving worker's
+    # runs even on a loaded machine (with 20 ms steps it could find them all finished)
+    ids = await create_runs(db.url, FIVE, [{"ms": 80}] * count, "term")
 
     async def under_way() -> bool:
         return sum(line.pid == leaving.pid for line in read_log(log)) >= concurrency
