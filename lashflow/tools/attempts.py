@@ -12,6 +12,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lashflow.errors import InputInvalid
+from lashflow.json_kinds import check_json_text
 from lashflow.tools.clock import Clock
 from lashflow.tools.context import ToolCall, ToolContext
 from lashflow.tools.definition import RegisteredTool
@@ -252,6 +254,12 @@ def _classify(
         pending = result.pending_completion
         deadline = None if pending is None or pending.deadline is None else finished + pending.deadline.total_seconds()
         return ToolOutcome(OutcomeStatus.PENDING, key=str(key), pending=pending, deadline_at=deadline, **fields)
+    if result.kind is not ResultKind.FAILURE:
+        try:  # a value the journal could not store as UTF-8 would crash the run's write
+            check_json_text(result.value)
+        except InputInvalid as exc:
+            return ToolOutcome(OutcomeStatus.FAILED, None, "tool_output_invalid",
+                               f"the tool's output is not Unicode text: {exc.message}", **fields)
     outcome = ToolOutcome.from_result(result, **fields)
     if result.kind is ResultKind.FAILURE and result.retry.retryable:
         if policy.retries and ctx.attempt < ctx.max_attempts:

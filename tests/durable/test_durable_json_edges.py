@@ -81,3 +81,21 @@ def test_deep_json_on_the_command_line_is_input_invalid(tmp_path: Path,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith("error[input_invalid]: --input is nested too deep to read")
+
+
+async def test_a_tool_output_with_a_lone_surrogate_is_a_failed_call(db_url: str) -> None:
+    """Found here: the journal write of such an output crashed the engine mid-run."""
+    @tool
+    async def garbled(call: ToolCall) -> ToolResult:
+        return ToolResult.ok({"text": "caf\udce9"})
+
+    async with Engine(db=db_url, tools=[garbled]) as engine:
+        kept = await engine.run("x = await tools.garbled({})\nfinish x")
+        assert kept.status is RunStatus.FINISHED
+        assert kept.result == {"ok": False, "error": "the tool's output is not Unicode text: "
+                               "$.text: a lone surrogate (\\udce9) is not Unicode text"}
+        [step] = await engine.steps(kept.run_id)
+        assert step.state == "failed"
+        unwrapped = await engine.run("x = await tools.garbled({})?\nfinish x")
+        assert unwrapped.status is RunStatus.FAILED
+        assert "not Unicode text" in unwrapped.error.message
