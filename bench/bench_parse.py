@@ -35,7 +35,7 @@ from lark.lexer import Lexer  # noqa: E402
 
 from lashflow.lang import Catalog  # noqa: E402
 from lashflow.lang.linker import link  # noqa: E402
-from lashflow.lang.parser import get_parser, grammar_text, parse  # noqa: E402
+from lashflow.lang.parser import get_classifier, get_parser, grammar_text, parse  # noqa: E402
 from lashflow.lang.tokenpass import TokenPass  # noqa: E402
 from lashflow.lang.tokens import tokenize  # noqa: E402
 
@@ -105,16 +105,10 @@ class _Tokens:
 
 
 def recorded_tokens(source: str) -> list[Any]:
-    seen: list[Any] = []
-
-    class Recorder(TokenPass):
-        def run(self, pstate: Any) -> Any:
-            for tok in super().run(pstate):
-                seen.append(tok)
-                yield tok
-
-    get_parser().parse(Recorder(source, tokenize(source)))
-    return seen
+    """The tokens of ``source`` with the terminals the token pass gave them."""
+    toks = tokenize(source)
+    TokenPass(source, toks).drive(get_classifier().parse_interactive(""))
+    return toks[:-1]
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """The layering holds: no import cycle anywhere in the package (type-only and
-function-local imports included), and the interpreter stays pure."""
+function-local imports included), the interpreter stays pure, and no module leans on
+Lark's or aiosqlite's private insides."""
 
 from __future__ import annotations
 
@@ -150,3 +151,43 @@ def test_lower_layers_never_import_higher_ones() -> None:
                          None)
             if other is not None and other != layer:
                 assert other in allowed[layer], f"{name} imports {target}"
+
+
+def _third_party_reaches(tree: ast.AST) -> set[str]:
+    """Imports of Lark's and aiosqlite's inner modules, and reads of their private or
+    parser-table members (``db._conn``; our own ``self._conn`` is ours), in one module."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith(("lark.parsers", "aiosqlite.core")):
+                found.add(f"import {node.module}")
+        elif isinstance(node, ast.Import):
+            found.update(f"import {a.name}" for a in node.names
+                         if a.name.startswith(("lark.parsers", "aiosqlite.core")))
+        elif isinstance(node, ast.Attribute):
+            owner = node.value
+            ours = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            if not ours and node.attr in _LIBRARY_PRIVATES:
+                found.add(f".{node.attr}")
+            if node.attr in ("parse_table", "parse_conf", "state_stack"):
+                found.add(f".{node.attr}")
+    return found
+
+
+# Private members of aiosqlite's Connection and Lark's parser objects.
+_LIBRARY_PRIVATES = frozenset(["_execute", "_conn", "_connection", "_tx", "_thread"])
+
+
+def test_no_private_api_of_aiosqlite_or_lark() -> None:
+    offenders = {
+        str(path.relative_to(PACKAGE.parent)): sorted(reach)
+        for path in PACKAGE.rglob("*.py")
+        if (reach := _third_party_reaches(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert offenders == {}
+
+
+def test_the_private_api_finder_finds_a_reach() -> None:
+    code = "from lark.parsers.lalr_analysis import Shift\nx = db._execute(f, db._conn)\n"
+    assert _third_party_reaches(ast.parse(code)) == {
+        "import lark.parsers.lalr_analysis", "._execute", "._conn"}

@@ -1,9 +1,18 @@
 """``parse(source) -> Module``: tokenizer + token pass + Lark LALR + AST builder.
 
-The Lark parser is built once per process, on first use, from ``grammar/lashlang.lark``
-with ``cache=True`` (the LALR tables are pickled next to the temp dir), so importing
-``lashflow`` costs nothing and later processes skip the table construction.
-Lark's ``UnexpectedToken`` is turned into the original's recursive-descent messages here.
+Two passes, both through Lark's public API, over two parsers of the same grammar:
+
+1. the token pass drives the classifier's ``parse_interactive`` token by token and types
+   each raw token (keyword or name, call or grouping...) from what the parser accepts at
+   that point. It tries terminals on shallow copies of the parser, which may disturb the
+   values the parser keeps, so the classifier builds nothing;
+2. the typed tokens are parsed again by ``Lark.parse`` through a replaying lexer, with
+   ``AstBuilder`` building the AST inline.
+
+Both are built once per process, on first use, from ``grammar/lashlang.lark`` with
+``cache=True`` (the LALR tables are pickled in the temp dir), so importing ``lashflow``
+costs nothing and later processes skip the table construction (ADR 0016). Lark's
+``UnexpectedToken`` is turned into the original recursive-descent messages here.
 """
 
 from __future__ import annotations
@@ -14,14 +23,14 @@ from typing import Any
 
 from lashflow.lang import ast as A
 from lashflow.lang.diagnostics import LangError, parse_error
-from lashflow.lang.tokenpass import CLOSER_OF, PassLexer, StopPass, TokenPass, accepts
+from lashflow.lang.tokenpass import CLOSER_OF, ReplayLexer, StopPass, TokenPass, Typed
 from lashflow.lang.tokens import Tok, render_found, tokenize
 
 GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "lashlang.lark"
 
 _lock = threading.Lock()
 _parser: Any = None
-_builder: Any = None
+_classifier: Any = None
 
 
 def grammar_text() -> str:
@@ -29,8 +38,9 @@ def grammar_text() -> str:
 
 
 def get_parser() -> Any:
-    """The shared LALR parser (built lazily; tables cached on disk by Lark)."""
-    global _parser, _builder
+    """The LALR parser that builds the AST from typed tokens (built lazily; its tables
+    are cached on disk by Lark)."""
+    global _parser
     if _parser is None:
         with _lock:
             if _parser is None:
@@ -38,17 +48,38 @@ def get_parser() -> Any:
 
                 from lashflow.lang.transform import AstBuilder
 
-                builder = AstBuilder()
-                _parser = Lark(
-                    grammar_text(),
-                    parser="lalr",
-                    lexer=PassLexer,
-                    transformer=builder,
-                    cache=True,
-                    maybe_placeholders=False,
-                )
-                _builder = builder
+                _parser = Lark(grammar_text(), parser="lalr", lexer=ReplayLexer,
+                               transformer=AstBuilder(), cache=True, maybe_placeholders=False)
     return _parser
+
+
+def get_classifier() -> Any:
+    """The same grammar's parser building nothing, driven token by token by the token
+    pass. Trials on its shallow copies may disturb the values it keeps; none is read."""
+    global _classifier
+    if _classifier is None:
+        with _lock:
+            if _classifier is None:
+                from lark import Lark
+
+                _classifier = Lark(grammar_text(), parser="lalr", lexer=ReplayLexer,
+                                   transformer=_BuildNothing(), cache=True,
+                                   maybe_placeholders=False)
+    return _classifier
+
+
+class _BuildNothing:
+    """A transformer whose every rule returns None. Lark keeps building the lists of the
+    rules it inlines (names starting with `_`), so those are left to it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return _nothing
+
+
+def _nothing(children: list[Any]) -> None:
+    return None
 
 
 def parse(source: str) -> A.Module:
@@ -58,10 +89,10 @@ def parse(source: str) -> A.Module:
     if not isinstance(source, str):
         raise TypeError("source must be a str")
     toks = tokenize(source)
-    parser = get_parser()
     ctx = TokenPass(source, toks)
     try:
-        module = parser.parse(ctx)
+        ctx.drive(get_classifier().parse_interactive(""))
+        module = get_parser().parse(Typed(toks))
     except LangError:
         raise
     except UnexpectedInput:
@@ -107,15 +138,12 @@ def _diagnose(source: str, toks: list[Tok], index: int) -> LangError:
     (and the open brackets) just before it; errors are rare, so this costs nothing."""
     ctx = TokenPass(source, toks, stop_at=index)
     try:
-        get_parser().parse(ctx)
+        ctx.drive(get_classifier().parse_interactive(""))
     except StopPass:
         pass
     tok: Tok = toks[index]
     found = render_found(tok)
-    states = get_parser().parser.parser.parser.parse_table.states
-    stack = ctx.pre_stack or [0]
-    terms = {t for t in states[stack[-1]] if t.isupper() or t == "$END"} | _ALL_TERMS
-    acceptable = {t for t in terms if accepts(states, stack, t)}
+    acceptable = ctx.pre_parser.accepts() if ctx.pre_parser is not None else set()
     top = ctx.pre_top
     eof = tok.kind == "EOF"
     message = _message(acceptable, top.kind if top else "", eof, found)
@@ -158,12 +186,3 @@ def _message(acc: set[str], top: str, eof: bool, found: str) -> str:
             return f"expected {name}, found {found}"
     return f"unexpected {found}"
 
-
-_ALL_TERMS = frozenset(
-    """IDENT NUMBER STRING KEY ASSIGN_NAME ASSIGN_EQ IF ELSE FOR IN AWAIT CANCEL PRINT AND OR
-    NOT TRUE FALSE NULL KW_LET KW_FINISH KW_FAIL KW_YIELD KW_WAKE KW_BREAK KW_CONTINUE KW_WHILE
-    KW_TYPE KW_PROCESS KW_SIGNALS KW_START KW_SLEEP KW_UNTIL KW_TYPELIT KW_LABEL T_LIST T_ENUM
-    T_PROCESS T_TRIGGER T_TYPE BLOCK_LBRACE LBRACE RBRACE CALL_LPAR LPAR RPAR INDEX_LSQB LSQB
-    RSQB COMMA TRAILING_COMMA TUPLE_END COLON DOT AT PIPE ARROW QMARK_TERN QMARK_UNWRAP
-    QMARK_OPT EQEQ NE LT LE GT GE PLUS MINUS NEG STAR SLASH PERCENT""".split()
-)

@@ -1,8 +1,10 @@
 """The token pass between the tokenizer and Lark's LALR parser.
 
-Lark calls ``PassLexer.lex`` lazily, one token at a time, and between two tokens the
-parser's state is up to date. The pass reads that state (which terminals can be shifted
-now) plus the raw tokens ahead, and gives each raw token its terminal: a contextual word
+The pass drives Lark's public interactive parser (``Lark.parse_interactive``) one token
+at a time, so between two tokens the parser's state is up to date. It asks that parser
+which terminals it would shift now (``choices()``, and a trial ``feed_token`` on a copy
+when the answer depends on reductions below the top state) and reads the raw tokens
+ahead, and gives each raw token its terminal: a contextual word
 becomes a keyword only at statement start, `(` after a name is a call, `[` after an operand
 is an index, `?` is a ternary only if the forward scan of 2.4 item 4 finds its `:`, and so
 on. It also raises the parse errors that are not about grammar (loop-only and
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from lark.lexer import Lexer, Token
-from lark.parsers.lalr_analysis import Shift
+from lark import Token
+from lark.exceptions import UnexpectedToken
+from lark.lexer import Lexer
 
 from lashflow.lang.diagnostics import LangError, parse_error
 from lashflow.lang.scans import (
@@ -94,41 +97,6 @@ class Opener:
         self.fields: set[str] | None = set() if kind == "TYPE_OBJ" else None
 
 
-# (parser stack, terminal) -> accepted; the tables never change within a process.
-# One cache per parse table (keyed by its id), so parsers built from other grammars
-# (benchmarks, tests) never share answers.
-_ACCEPTS_CACHES: dict[int, dict[tuple[tuple[Any, ...], str], bool]] = {}
-
-
-def accepts(states: dict, stack: list, term: str) -> bool:
-    """Would the parser shift ``term`` from ``stack``? (simulates the reductions it forces)."""
-    state = stack[-1]
-    action = states[state].get(term)
-    if action is None:
-        return False
-    if action[0] is Shift:
-        return True
-    top = len(stack) - 1
-    extra: list[Any] = []
-    while True:
-        kind, arg = action
-        if kind is Shift:
-            return True
-        size = len(arg.expansion)
-        if size:
-            if len(extra) >= size:
-                del extra[len(extra) - size:]
-            else:
-                top -= size - len(extra)
-                extra.clear()
-        base = extra[-1] if extra else stack[top]
-        state = states[base][arg.origin.name][1]
-        extra.append(state)
-        action = states[state].get(term)
-        if action is None:
-            return False
-
-
 class TokenPass:
     """Per-parse state of the pass: raw tokens, the opener stack, pending checks."""
 
@@ -138,11 +106,9 @@ class TokenPass:
         self.toks = toks
         self.openers: list[Opener] = []
         self.cur = 0
-        self.pre_stack: list[Any] = []
         self.pre_top: Opener | None = None
-        self.states: dict = {}
-        self.cache: dict[tuple[tuple[Any, ...], str], bool] = {}
-        self.stack: list[Any] = []
+        self.pre_parser: Any = None  # diagnosis re-run: the parser just before stop_at
+        self.parser: Any = None  # the interactive parser being driven
         self.last = ""  # terminal of the previous token
         self.prev2 = ""  # terminal before that
         self.header = ""  # kind of the block the next BLOCK_LBRACE opens
@@ -162,19 +128,21 @@ class TokenPass:
     # ------------------------------------------------------------------ helpers
 
     def ok(self, term: str) -> bool:
-        action = self.states[self.stack[-1]].get(term)
+        """Would the parser shift ``term`` now? The current state's row (``choices()``)
+        decides when it has no action for it or a shift; a reduce is checked by feeding the
+        terminal to a copy, because LALR may reduce on a lookahead that turns out to be an
+        error only after the reductions."""
+        action = self.parser.choices().get(term)
         if action is None:
             return False
-        if action[0] is Shift:
+        if str(action[0]) == "Shift":
             return True
-        key = (tuple(self.stack), term)
-        cache = self.cache
-        known = cache.get(key)
-        if known is None:
-            if len(cache) > 50_000:
-                cache.clear()
-            known = cache[key] = accepts(self.states, self.stack, term)
-        return known
+        trial = self.parser.copy(deepcopy_values=False)
+        try:
+            trial.feed_token(Token(term, ""))
+        except UnexpectedToken:
+            return False
+        return True
 
     def err(self, message: str, offset: int, hint: str | None = None) -> LangError:
         return parse_error(self.source, message, offset, hint=hint)
@@ -206,10 +174,10 @@ class TokenPass:
 
     # ------------------------------------------------------------------ the pass
 
-    def run(self, pstate: Any) -> Iterator[Token]:
-        self.states = pstate.parse_conf.states
-        self.stack = pstate.state_stack
-        self.cache = _ACCEPTS_CACHES.setdefault(id(self.states), {})
+    def drive(self, parser: Any) -> None:
+        """Feed every raw token, with its terminal, to the interactive ``parser`` (one that
+        builds no AST: trials on its shallow copies may disturb the values it keeps)."""
+        self.parser = parser
         toks = self.toks
         i = 0
         stop_at = self.stop_at
@@ -217,17 +185,18 @@ class TokenPass:
             tok = toks[i]
             if i == stop_at:
                 self.pre_top = self.openers[-1] if self.openers else None
-                self.pre_stack = self.stack[:]
+                self.pre_parser = parser.copy(deepcopy_values=False)
                 raise StopPass()
             self.cur = i
             if tok.kind == "EOF":
+                parser.feed_token(Token("$END", "", tok.start_pos))
                 return
             term = self.classify(i, tok)
             self.after(i, tok, term)
             self.prev2 = self.last
             self.last = term
             tok.type = term
-            yield tok
+            parser.feed_token(tok)
             pending = self.deferred.pop(i, None)
             if pending is not None:
                 raise pending
@@ -347,15 +316,12 @@ class TokenPass:
     def ident(self, i: int, tok: Tok) -> str:
         name = tok.value
         nxt = self.toks[i + 1].kind
-        row = self.states[self.stack[-1]]
-        # Fast paths for the two common cases, decided by the current row alone: a key
-        # (after `.` or in a record) and a plain operand where no statement can start.
-        action = row.get("KEY")
-        if action is not None and action[0] is Shift:
+        # Fast paths for the two common cases: a key (after `.` or in a record) and a
+        # plain operand where no statement can start.
+        row = self.parser.choices()
+        if "KEY" in row and "IDENT" not in row and self.ok("KEY"):
             return "KEY"
-        action = row.get("NULL")
-        if (action is not None and action[0] is Shift and "KW_BREAK" not in row
-                and "T_LIST" not in row):
+        if "NULL" in row and "KW_BREAK" not in row and "T_LIST" not in row and self.ok("NULL"):
             if name in _SPECIAL_OPERANDS:
                 return self.operand_ident(i, name, nxt)
             return "IDENT"
@@ -696,8 +662,8 @@ class TokenPass:
             )
 
 
-class PassLexer(Lexer):
-    """The custom lexer Lark drives: it replays the token pass of the text being parsed."""
+class ReplayLexer(Lexer):
+    """Hands Lark the tokens the pass has already typed (Lark's custom-lexer interface)."""
 
     __future_interface__ = 2
 
@@ -705,4 +671,14 @@ class PassLexer(Lexer):
         pass
 
     def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
-        return lexer_state.text.run(parser_state)
+        toks: list[Token] = lexer_state.text.toks
+        return iter(toks[:-1])  # the pass's EOF token is not a terminal
+
+
+class Typed:
+    """The "text" Lark is given to parse: the token list the pass has typed."""
+
+    __slots__ = ("toks",)
+
+    def __init__(self, toks: list[Any]) -> None:
+        self.toks = toks

@@ -3,6 +3,11 @@ group commit.
 
 Each aiosqlite call hops to the connection's thread (~0.1 ms), so every operation here is
 ONE hop: a plain function run in that thread that does all its statements at once.
+aiosqlite has no public call for "run this function in your thread", so the function
+travels through its public ``execute_fetchall``, which runs
+``conn.execute(sql, params).fetchall()`` in that thread: the connection aiosqlite opens is
+our ``sqlite3.Connection`` subclass (``factory=``, passed through to ``sqlite3.connect``),
+whose ``execute`` runs an ``_Op`` instead of parsing it as SQL (ADR 0016).
 Concurrent ``commit`` calls queue up while a transaction is being written and are then
 committed together in the next transaction (group commit): many runs share one fsync,
 and each run continues only once its own write is durable. The other writes (creating
@@ -113,6 +118,35 @@ logging.getLogger("aiosqlite").addFilter(_NoRunData())
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection holds it
 
 
+class _Op:
+    """``fn(conn, *args)``, to be run in the connection's thread by ``_Connection.execute``;
+    ``fetchall()`` is how aiosqlite's ``execute_fetchall`` collects what it returned."""
+
+    __slots__ = ("fn", "args", "value")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.fn = fn
+        self.args = args
+        self.value: Any = None
+
+    def fetchall(self) -> Any:
+        return self.value
+
+
+class _Connection(sqlite3.Connection):
+    """The sqlite3 connection aiosqlite opens for a store (see the module doc)."""
+
+    def execute(self, sql: Any, parameters: Any = (), /) -> Any:
+        if type(sql) is _Op:
+            sql.value = sql.fn(self, *sql.args)
+            return sql
+        return super().execute(sql, parameters)
+
+
+def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
+    return conn
+
+
 class SqliteStore(Store):
     """The embedded default store. ``synchronous`` is ``FULL`` (survives power loss) or
     ``NORMAL`` (survives a killed process)."""
@@ -123,6 +157,7 @@ class SqliteStore(Store):
         self.synchronous = synchronous.upper()
         self.busy_timeout = busy_timeout
         self._db: aiosqlite.Connection | None = None
+        self._conn: sqlite3.Connection | None = None  # for a lone writer's inline commits
         self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
         self._flushing = False
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
@@ -143,7 +178,7 @@ class SqliteStore(Store):
             raise DbError("the store is not open")
         self._hops += 1
         try:
-            return await db._execute(fn, db._conn, *args)  # one queue hop, see module doc
+            return await db.execute_fetchall(_Op(fn, args))  # type: ignore[arg-type]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from exc
         finally:
@@ -160,13 +195,15 @@ class SqliteStore(Store):
             # while the connection's own thread runs anything (see _write_inline)
             self._db = await aiosqlite.connect(self.path, isolation_level=None,
                                                timeout=self.busy_timeout,
-                                               check_same_thread=False)
+                                               check_same_thread=False, factory=_Connection)
         except (OSError, sqlite3.Error) as exc:
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
         self._db.daemon = True  # never keep a crashed process alive
         try:
+            self._conn = await self._call(_itself)
             await self._setup_with_retry()
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
+            self._conn = None
             db, self._db = self._db, None
             await db.close()
             raise
@@ -229,6 +266,7 @@ class SqliteStore(Store):
     async def close(self) -> None:
         while self._flushing or self._queue:
             await asyncio.sleep(0.001)
+        self._conn = None
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
@@ -527,8 +565,8 @@ class SqliteStore(Store):
     def _write_inline(self, op: Commit | _Write) -> tuple[bool, Any]:
         """Commit ``op`` on this thread; ``(False, None)`` if another connection holds the
         write lock: the loop must not wait for it, so the queued path waits instead."""
-        assert self._db is not None
-        conn = self._db._conn
+        conn = self._conn
+        assert conn is not None
         try:
             conn.execute("PRAGMA busy_timeout = 0")
             try:

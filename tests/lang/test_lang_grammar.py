@@ -9,7 +9,7 @@ import sys
 from lark import Lark
 
 from lashflow.lang.parser import GRAMMAR_PATH, grammar_text
-from lashflow.lang.tokenpass import PassLexer
+from lashflow.lang.tokenpass import ReplayLexer
 
 SLEEP_RULE = "| KW_SLEEP (FOR | KW_UNTIL) expr       -> sleep"
 
@@ -23,7 +23,7 @@ def test_only_the_sleep_operand_conflicts() -> None:
     text = grammar_text()
     assert SLEEP_RULE in text
     # strict mode raises on any shift/reduce or reduce/reduce conflict
-    Lark(text.replace(SLEEP_RULE, ""), parser="lalr", lexer=PassLexer, strict=True)
+    Lark(text.replace(SLEEP_RULE, ""), parser="lalr", lexer=ReplayLexer, strict=True)
 
 
 def test_import_does_not_load_lark() -> None:
