@@ -43,6 +43,26 @@ JsonOption = typer.Option(False, "--json", help="Print exactly one JSON object o
 ToolsOption = typer.Option([], "--tools", "-t", metavar="MODULE",
                            help="Tool module name or .py path to load (repeatable); the .py "
                                 "beside the .lash file is always loaded.")
+
+
+def _log_format(value: str) -> str:
+    if value not in ("text", "json"):
+        fail("usage_error", f"--log-format {value}: use text or json", False)
+    return value
+
+
+LogFormatOption = typer.Option("text", "--log-format", metavar="text|json",
+                               callback=_log_format,
+                               help="Run transitions as text lines or as JSON lines.")
+
+
+def run_log(fmt: str, write: Any) -> Any:
+    """The listener that writes one line per run transition (see RunLog)."""
+    from .telemetry.runlog import RunLog
+
+    return RunLog(write, fmt)
+
+
 MaxWaitOption = typer.Option(30.0, "--max-wait", metavar="SECONDS",
                              help="Keep driving through sleeps that end within this many seconds.")
 FollowOption = typer.Option(False, "--follow", "-f",
@@ -297,11 +317,13 @@ def worker(
                                     help="How long a run's lease outlives a silent worker "
                                          "(renewed every third of it): another worker takes "
                                          "the run over after that."),
+    log_format: str = LogFormatOption,
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Run queued runs (from `submit`), orphaned runs and due timers until stopped.
+    Each run transition is one line on stdout: time, run id, status, step.
     Ctrl-C or SIGTERM: no new run is taken; each run in flight stops at its next effect
     and goes back to `queued` (its journal kept) for the next worker; a run still busy
     after a grace of 10 s is cut off the same way (its lease then lets another take it)."""
@@ -319,13 +341,13 @@ def worker(
             if not as_json and not once:
                 stderr(f"worker {eng.owner}: polling every {poll:g} s, {concurrency} runs at once")
             def on_event(event: dict[str, Any]) -> None:
-                if event["type"] == "run":
-                    if as_json:  # kept for the summary only: a long-lived worker keeps none
-                        settled.setdefault(event["run_id"])
-                    else:  # one line per drive, as it ends
-                        stdout(f"run {event['run_id']} {event['status']}")
+                if event["type"] == "run" and as_json:
+                    # kept for the summary only: a long-lived worker keeps none
+                    settled.setdefault(event["run_id"])
 
             eng.listeners.append(on_event)
+            if not as_json:
+                eng.listeners.append(run_log(log_format, stdout))
             await eng.work(concurrency, stop=stop, poll=poll, idle_exit=0.0 if once else None)
             done = [await eng.get(run_id) for run_id in settled]
         if as_json:
@@ -820,11 +842,13 @@ def serve(
                                         "processes, not here."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", metavar="N",
                                               help="Runs driven at once by the worker."),
+    log_format: str = LogFormatOption,
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
 ) -> None:
-    """Serve completion webhooks (POST /v1/completions/KEY), the runs API under /v1 and
-    /openapi.json, and run the worker loop. SIGTERM: stop accepting, finish requests in
+    """Serve completion webhooks (POST /v1/completions/KEY), the runs API under /v1,
+    /metrics and /openapi.json, and run the worker loop (one line per run transition on
+    stderr). SIGTERM: stop accepting, finish requests in
     flight, then runs in flight go back to `queued` at their next effect."""
     import secrets
 
@@ -841,7 +865,8 @@ def serve(
 
     async def go() -> int:
         await run_server(host=host, port=port, db=db, tools=tools, config=config,
-                         concurrency=concurrency, announce=stderr)
+                         concurrency=concurrency, announce=stderr,
+                         listener=run_log(log_format, stderr))
         return 0
 
     raise typer.Exit(run_async(go, False))

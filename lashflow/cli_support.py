@@ -112,8 +112,15 @@ def fail(code: str, message: str, as_json: bool, **details: Any) -> NoReturn:
 
 def run_async(factory: Callable[[], Awaitable[T]], as_json: bool, source: str | None = None,
               filename: str | None = None, run_id: str | None = None) -> T:
-    """Run one command's coroutine; every failure becomes a one-line error and an exit."""
+    """Run one command's coroutine; every failure becomes a one-line error and an exit.
+    With ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` set, spans and metrics are
+    exported (lashflow.telemetry.setup) and flushed before the command exits."""
+    flush: Callable[[], None] | None = None
     try:
+        if "OTEL_TRACES_EXPORTER" in os.environ or "OTEL_METRICS_EXPORTER" in os.environ:
+            from .telemetry.setup import configure_from_environment
+
+            flush = configure_from_environment()
         return asyncio.run(factory())  # type: ignore[arg-type]
     except LashflowError as exc:
         raise reject(exc, as_json, source, filename, run_id) from None
@@ -136,6 +143,9 @@ def run_async(factory: Callable[[], Awaitable[T]], as_json: bool, source: str | 
                                  "traceback)", code="internal_error")
         reject(internal, as_json, run_id=run_id)
         raise typer.Exit(EXIT_INTERNAL) from None
+    finally:
+        if flush is not None:
+            flush()
 
 
 # --------------------------------------------------------------------------- options

@@ -46,8 +46,11 @@ class Children:
     async def create(self, parent: RunRecord, source_hash: str, child_id: str, process: str,
                      args: dict[str, Any], depth: int) -> None:
         now = self.clock.now()
-        meta = {key: value for key, value in parent.meta.items() if key != "note"}
+        meta = {key: value for key, value in parent.meta.items() if key not in ("note", "trace")}
         meta["depth"] = depth
+        telemetry = self.driver.telemetry
+        if telemetry is not None and telemetry.tracing is not None:  # under the parent's drive
+            meta["trace"] = telemetry.tracing.origin(process, child_id)
         await self.store.create_run(RunRecord(
             run_id=child_id, source_hash=source_hash, process=process, input=args,
             input_hash=digest({"process": process, "input": args}), status="queued",

@@ -25,6 +25,7 @@ from ..interp.limits import Limits
 from ..interp.values import from_json, to_json
 from ..states import SETTLED
 from ..store import Commit, RunChange, RunRecord, Store
+from ..telemetry import Telemetry
 from ..tools.clock import Clock
 from .cancels import CancelWatcher
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
@@ -108,6 +109,7 @@ class Driver:
         self.owner = owner
         self.lease_ttl = lease_ttl
         self.family: Family | None = None  # wired by the engine once both exist
+        self.telemetry: Telemetry | None = None  # wired by the engine when it opens
         self._tasks: dict[str, asyncio.Task[RunOutcome]] = {}
         self._active: dict[str, Drive] = {}
         self._slots = asyncio.Semaphore(concurrency)
@@ -220,6 +222,9 @@ class Driver:
         generation = await self.store.claim(run_id, self.owner, self.lease_ttl, self.clock.now())
         if generation is None:
             raise RunBusy(f"run {run_id} is being driven by another worker")
+        if (self.telemetry is not None and self.telemetry.metrics is not None
+                and run.lease_owner not in (None, self.owner)):
+            self.telemetry.metrics.add("lashflow_lease_takeovers_total")
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
             await self._release(run, generation)
@@ -257,8 +262,13 @@ class Driver:
         self._active[run_id] = drive
         self._cancels.ensure_running()
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(drive))
+        if self.events:
+            self.events.notify({"type": "drive", "run_id": run_id, "process": drive.run.process,
+                                "resumed": not fresh})
         try:
-            return await self._execute(drive, fresh=fresh)
+            if self.telemetry is None:
+                return await self._execute(drive, fresh=fresh)
+            return await self._execute_reported(drive, fresh, self.telemetry)
         except Fenced:
             log.warning("run %s: its lease moved to another worker; this one stopped driving it",
                         run_id)
@@ -266,6 +276,24 @@ class Driver:
         finally:
             heartbeat.cancel()
             self._active.pop(run_id, None)
+
+    async def _execute_reported(self, drive: Drive, fresh: bool,
+                                telemetry: Telemetry) -> RunOutcome:
+        """``_execute`` inside the drive's span, counted by how it ended."""
+        run = drive.run
+        tracing = telemetry.tracing
+        if tracing is None:
+            outcome = await self._execute(drive, fresh=fresh)
+        else:
+            with tracing.drive(run.run_id, run.process, drive.generation, run.meta.get("trace"),
+                               not fresh) as span:
+                outcome = await self._execute(drive, fresh=fresh)
+                tracing.drive_ended(span, outcome.status.value,
+                                    [(w.kind, w.step) for w in outcome.waiting],
+                                    outcome.error.code if outcome.error else None)
+        if telemetry.metrics is not None:
+            telemetry.metrics.add("lashflow_drives_total", (("status", outcome.status.value),))
+        return outcome
 
     async def _heartbeat(self, drive: Drive) -> None:
         while True:
@@ -365,7 +393,9 @@ class Driver:
         if change.status in SETTLED and run.parent_run_id:
             assert self.family is not None
             await self.family.wake_parent(run.parent_run_id)
-        self.events.notify({"type": "run", "run_id": run.run_id, "status": change.status})
+        self.events.notify({"type": "run", "run_id": run.run_id, "status": change.status,
+                            "waiting": [(w.kind, w.step) for w in outcome.waiting],
+                            "error": outcome.error.code if outcome.error else None})
         return outcome
 
     async def _journal_corrupt(self, drive: Drive, exc: JournalCorrupt) -> RunOutcome:
@@ -374,7 +404,8 @@ class Driver:
                            release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(drive.run.run_id, drive.generation, run=change))
         drive.run.status, drive.run.error, drive.run.waiting = change.status, change.error, []
-        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": change.status})
+        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": change.status,
+                            "error": exc.code})
         return self.reads.outcome_of(drive.run)
 
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
@@ -388,6 +419,8 @@ class Driver:
                                        run=change))
         host.journal.notify_steps(steps)
         drive.run.status, drive.run.error, drive.run.waiting = "cancelled", change.error, []
+        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": "cancelled",
+                            "error": "cancelled"})
         if drive.run.parent_run_id:
             assert self.family is not None
             await self.family.wake_parent(drive.run.parent_run_id)

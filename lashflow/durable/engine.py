@@ -18,6 +18,7 @@ from ..interp.limits import Limits
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, open_store
 from ..store.leases import new_owner_id
+from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
 from .canonical import digest
 from .children import Children
@@ -54,12 +55,15 @@ class Engine:
     ``lashflow.testing.FakeClock`` in tests. ``concurrency``: runs driven at once here
     (a parked run does not count). ``limits``: what one run may use (``Limits``).
     ``create=False``: where there is no database yet, opening raises ``NoDatabase`` and
-    makes none (for tools that only read)."""
+    makes none (for tools that only read). ``telemetry``: None finds OpenTelemetry
+    providers the application installed before the engine opens (``Telemetry.detect``),
+    True also counts for ``/metrics``, False reports nothing, or a ``Telemetry``."""
 
     def __init__(self, db: str | None = None, tools: Iterable[Any] = (), modules: Iterable[str] = (),
                  plugins: Any = None, model_provider: Any = None, clock: Clock | None = None, *,
                  concurrency: int = 64, limits: Limits | None = None,
-                 lease_ttl: float = LEASE_TTL, create: bool = True) -> None:
+                 lease_ttl: float = LEASE_TTL, create: bool = True,
+                 telemetry: Telemetry | bool | None = None) -> None:
         self.db = db
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
@@ -82,6 +86,8 @@ class Engine:
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
+        self._telemetry_choice = telemetry
+        self.telemetry: Telemetry | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> "Engine":
@@ -93,6 +99,7 @@ class Engine:
                 self.tools.load(module)
             self.tools.validate_plugins(self.plugins)
             await self.tools.open()
+            self._wire_telemetry()
         except BaseException:
             await self.store.close()  # else its connection thread keeps the process alive
             raise
@@ -103,6 +110,23 @@ class Engine:
             await self.driver.close()
         finally:
             await self.store.close()
+
+    def _wire_telemetry(self) -> None:
+        choice = self._telemetry_choice
+        if isinstance(choice, Telemetry) or choice is False:
+            found = choice or None
+        else:
+            found = Telemetry.detect(metrics=choice is True)
+        self.telemetry = found
+        self.driver.telemetry = found
+        self.tools.use_telemetry(found)
+        self.store.on_commit = found.metrics.commit if found and found.metrics else None
+
+    async def metrics_text(self) -> str:
+        """The Prometheus text of this process's counters and the database's runs by
+        status and open waits (``lashflow serve``'s ``/metrics``)."""
+        counted = self.telemetry.metrics if self.telemetry is not None else None
+        return (counted or Metrics()).render(await self.store.stats(self.clock.now()))
 
     @property
     def listeners(self) -> list[Listener]:
@@ -168,6 +192,8 @@ class Engine:
             process=process_name, input=data, input_hash=input_hash, status="queued",
             created_at=now, updated_at=now,
             meta={"file": source.path, "tool_modules": sorted(self.tools.loaded_modules)})
+        if self.telemetry is not None and self.telemetry.tracing is not None:
+            run.meta["trace"] = self.telemetry.tracing.origin(process_name, run.run_id)
         if claim:
             run.status, run.generation = "running", 1
             run.lease_owner, run.lease_expires = self.owner, now + self.driver.lease_ttl

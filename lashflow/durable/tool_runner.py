@@ -21,6 +21,7 @@ from ..interp.effects import ToolCall as ToolCallEffect
 from ..lang.catalog import Catalog
 from ..lang.names import resource_type_name
 from ..store import AttemptRecord, StepRecord, Store
+from ..telemetry import Telemetry
 from ..tools import (
     CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,
     OutcomeStatus, Resolution, Settle, ToolOutcome, ToolRegistry,
@@ -191,6 +192,7 @@ class ToolRunner:
         self.loaded_modules: set[str] = set()
         self._resource_map: tuple[int, dict[str, str]] | None = None
         self._plugins = None
+        self.telemetry: Telemetry | None = None
 
     # -- registration ------------------------------------------------------------------
     def add_tool(self, item: Any) -> None:
@@ -252,6 +254,13 @@ class ToolRunner:
                                      completions=None, secret=secret,
                                      model_provider=self.model_provider, project_results=False)
         self.dispatcher.keys = self.book.keys
+        self.dispatcher.telemetry = self.telemetry
+
+    def use_telemetry(self, telemetry: Telemetry | None) -> None:
+        """Report calls to ``telemetry`` (spans and counters), or stop reporting."""
+        self.telemetry = telemetry
+        if self.dispatcher is not None:
+            self.dispatcher.telemetry = telemetry
 
     def bind_resources(self, module: Any, process: str, args: dict[str, Any]) -> dict[str, Any]:
         """A parameter typed with a resource type (``t: Tools``) given as a module name."""
@@ -378,6 +387,8 @@ class ToolRunner:
     async def _settle(self, journal: RunJournal, step_key: str, pending: ToolOutcome,
                       resolution: Resolution) -> Any:
         final = outcome_for_resolution(pending, resolution)
+        if self.telemetry is not None and self.telemetry.tracing is not None:
+            self.telemetry.tracing.wait_resolved(step_key, final.status.value)
         record = journal.touch(journal.steps[step_key], "done", final.to_json())
         attempt = AttemptRecord(journal.run_id, step_key, final.attempts, final.status.value,
                                 final.code, final.message or None, {}, pending.started_at,

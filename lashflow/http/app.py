@@ -63,6 +63,7 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/v1/runs/{run_id}/cancel", api.cancel, ["POST"]),
         ("/v1/runs/{run_id}/retry", api.retry, ["POST"]),
         ("/v1/waiting", api.waiting, ["GET"]),
+        ("/metrics", api.metrics, ["GET"]),
     ]
     routes = [
         Route("/v1/completions/{key}", _guarded(api.complete), methods=["POST"]),
@@ -141,6 +142,15 @@ class _Api:
 
     # -- webhooks --------------------------------------------------------------------------
     async def complete(self, request: Request) -> Response:
+        telemetry = self.engine.telemetry
+        if telemetry is None or telemetry.tracing is None:
+            return await self._complete(request)
+        # the sender's trace goes on: its `traceparent` is this span's parent, and the
+        # drive the delivery starts here is this span's child
+        with telemetry.tracing.request(request.headers, "lashflow.completion"):
+            return await self._complete(request)
+
+    async def _complete(self, request: Request) -> Response:
         key = request.path_params["key"]
         body: CompletionBody = await self.body(request, CompletionBody)
         result = (ToolResult.err(body.error) if "error" in body.model_fields_set
@@ -253,6 +263,10 @@ class _Api:
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(await self.engine.metrics_text(),
+                        media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 def _same(winner: Resolution | None, result: ToolResult) -> bool:

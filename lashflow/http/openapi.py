@@ -77,6 +77,8 @@ def openapi_document() -> dict[str, Any]:
             "/v1/runs/{run_id}/retry": {"post": _op("Retry a stopped run", params=run,
                                                     ok=202)},
             "/v1/waiting": {"get": _op("Every open wait with the command that resolves it")},
+            "/metrics": {"get": _op("Prometheus text: runs by status, open waits, steps, "
+                                    "attempts, journal commits, lease takeovers")},
         },
         "components": {
             "schemas": schemas,

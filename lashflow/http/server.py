@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Callable
+from typing import Any, Callable
 
 import uvicorn
 
@@ -20,8 +20,11 @@ from .app import ServeConfig, create_app
 
 async def serve(*, host: str, port: int, db: str | None, tools: list[str],
                 config: ServeConfig, concurrency: int | None,
-                announce: Callable[[str], None]) -> None:
-    async with Engine(db=db, modules=tools) as engine:
+                announce: Callable[[str], None],
+                listener: Callable[[dict[str, Any]], None] | None = None) -> None:
+    async with Engine(db=db, modules=tools, telemetry=True) as engine:
+        if listener is not None:
+            engine.listeners.append(listener)
         app = create_app(engine, config)
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="off",
                                                log_level="info", server_header=False))

@@ -21,6 +21,15 @@ BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addre
 
 
 @dataclass(slots=True)
+class StoreStats:
+    """What the database says at one moment, for every process sharing it."""
+
+    runs_by_status: dict[str, int]
+    open_waits: dict[str, int]  # wait kind -> waits of parked runs
+    oldest_wait_age: dict[str, float]  # wait kind -> seconds since its longest-parked run parked
+
+
+@dataclass(slots=True)
 class RunRecord:
     run_id: str
     source_hash: str
@@ -202,6 +211,9 @@ class Store(abc.ABC):
             lease.release()
 
     create: bool = True  # False: never make a database where there is none (see open_store)
+    # Told (seconds from the first queued write to durable, writes in the transaction)
+    # after each journal transaction, when the engine counts them for its metrics.
+    on_commit: Callable[[float, int], None] | None = None
 
     @property
     def lone_writer(self) -> bool:
@@ -245,6 +257,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def query_runs(self, query: RunQuery) -> RunPage:
         """One page of run summaries, newest first (one indexed query however deep)."""
+
+    @abc.abstractmethod
+    async def stats(self, now: float) -> StoreStats:
+        """Runs by status and the waits of parked runs, for ``/metrics``."""
 
     @abc.abstractmethod
     async def run_detail(self, run_id: str) -> RunDetail | None:

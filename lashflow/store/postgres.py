@@ -33,11 +33,14 @@ from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
     SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
-    Store,
+    Store, StoreStats,
 )
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
-from .queries import SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
+from .queries import (
+    PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, stats_of,
+    summary_from_row,
+)
 from .rows import (
     RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, journal_from_rows, loads, run_from_row,
 )
@@ -396,6 +399,11 @@ class PostgresStore(Store):
             sql += f" LIMIT ${len(params)}"
         return [run_from_row(row) for row in await self._fetch(sql, *params)]
 
+    async def stats(self, now: float) -> StoreStats:
+        async with self._conn() as conn, conn.transaction(readonly=True):
+            return stats_of(await conn.fetch(RUNS_BY_STATUS.format(table="lashflow_runs")),
+                            await conn.fetch(PARKED_WAITS.format(table="lashflow_runs")), now)
+
     async def query_runs(self, query: RunQuery) -> RunPage:
         sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}")
         return page_of(await self._fetch(sql, *params), query)
@@ -656,10 +664,13 @@ class PostgresStore(Store):
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
+                began = time.perf_counter()
                 try:
                     results = await self._transact([change for change, _ in batch])
                 except Exception as exc:  # the whole transaction failed: nobody is durable
                     results = [exc] * len(batch)
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - began, len(batch))
                 for (_, future), result in zip(batch, results):
                     if future.done():
                         continue

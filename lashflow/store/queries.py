@@ -13,7 +13,7 @@ import json
 from typing import Any, Callable
 
 from ..errors import JournalCorrupt, UsageError
-from .base import RunPage, RunQuery, RunSummary
+from .base import RunPage, RunQuery, RunSummary, StoreStats
 from .rows import loads
 
 # A run's delivered signals, per name in delivery order (a run detail shows those its
@@ -100,3 +100,25 @@ def page_of(rows: list[Any], query: RunQuery) -> RunPage:
 
 __all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "decode_cursor", "encode_cursor", "page_of", "page_sql",
            "summary_from_row"]
+
+
+# What ``/metrics`` reads for every process sharing the database.
+RUNS_BY_STATUS = "SELECT status, COUNT(*) FROM {table} GROUP BY status"
+PARKED_WAITS = "SELECT waiting, updated_at FROM {table} WHERE status = 'waiting'"
+
+
+def stats_of(by_status: list[Any], parked: list[Any], now: float) -> StoreStats:
+    """Fold the rows of ``RUNS_BY_STATUS`` and ``PARKED_WAITS``: a parked run's waits
+    count by kind, and it has waited since its row last changed (when it parked)."""
+    waits: dict[str, int] = {}
+    oldest: dict[str, float] = {}
+    for text, parked_at in parked:
+        try:
+            listed = loads(text) if text else []
+        except JournalCorrupt:
+            listed = []
+        for wait in listed if isinstance(listed, list) else []:
+            kind = str(wait.get("kind", "unknown")) if isinstance(wait, dict) else "unknown"
+            waits[kind] = waits.get(kind, 0) + 1
+            oldest[kind] = max(oldest.get(kind, 0.0), now - parked_at)
+    return StoreStats({str(status): int(count) for status, count in by_status}, waits, oldest)

@@ -36,10 +36,13 @@ from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
     SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
-    Store,
+    Store, StoreStats,
 )
 from .leases import owner_is_dead
-from .queries import SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, summary_from_row
+from .queries import (
+    PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, stats_of,
+    summary_from_row,
+)
 from .rows import (
     RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, journal_from_rows, loads,
     run_from_row,
@@ -341,6 +344,12 @@ class SqliteStore(Store):
             return [run_from_row(row) for row in conn.execute(sql, params)]
         return await self._call(read)
 
+    async def stats(self, now: float) -> StoreStats:
+        def read(conn: sqlite3.Connection) -> StoreStats:
+            return stats_of(conn.execute(RUNS_BY_STATUS.format(table="runs")).fetchall(),
+                            conn.execute(PARKED_WAITS.format(table="runs")).fetchall(), now)
+        return await self._call(read)
+
     async def query_runs(self, query: RunQuery) -> RunPage:
         sql, params = page_sql(query, "runs", lambda n: "?")
 
@@ -532,8 +541,11 @@ class SqliteStore(Store):
         connection inside the transaction (its result is returned)."""
         if (self.lone_writer and not self._queue and not self._flushing
                 and not self._hops and self._db is not None):
+            began = time.perf_counter() if self.on_commit is not None else 0.0
             done, value = self._write_inline(op)
             if done:
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - began, 1)
                 return value
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((op, future))
@@ -548,10 +560,13 @@ class SqliteStore(Store):
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
+                began = time.perf_counter()
                 try:
                     results = await self._call(self._apply, [op for op, _ in batch])
                 except Exception as exc:  # the whole transaction failed: nobody is durable
                     results = [(False, exc)] * len(batch)
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - began, len(batch))
                 for (_, future), (ok, value) in zip(batch, results):
                     if future.done():
                         continue

@@ -101,6 +101,7 @@ class CallEnv:
     cancel: asyncio.Event | None = None
     limiter: "Slots | None" = None
     cancel_grace: float = 0.05
+    telemetry: Any = None  # the engine's Telemetry (spans, counters) or None
 
 
 _GRACE_EXPIRED = object()
@@ -351,12 +352,36 @@ async def _one_attempt(
             run_id=env.run_id, step_key=env.step_key, attempt=attempt, max_attempts=max_attempts,
             keys=env.keys, model_provider=env.model_provider, projector=env.projector, cancellation=env.cancel,
         )
-        result, tb = await _execute(tool, ToolCall(call_input, definition.name, definition.module, ctx), env, clock)
+        call = ToolCall(call_input, definition.name, definition.module, ctx)
+        if env.telemetry is None:
+            result, tb = await _execute(tool, call, env, clock)
+            outcome = _classify(result, tb, ctx, definition.retry, started, clock.now())
+        else:
+            outcome = await _execute_reported(tool, call, env, clock, started, env.telemetry)
     finally:
         if env.limiter is not None:
             env.limiter.release()
-    outcome = _classify(result, tb, ctx, definition.retry, started, clock.now())
     await journal.attempt_finished(env.step_key, attempt, outcome)
+    return outcome
+
+
+async def _execute_reported(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Clock,
+                            started: float, telemetry: Any) -> ToolOutcome:
+    """One attempt inside its span (current while the tool runs), counted."""
+    definition = tool.definition
+    name = f"{definition.module}.{definition.name}"
+    tracing = telemetry.tracing
+    if tracing is None:
+        result, tb = await _execute(tool, call, env, clock)
+        outcome = _classify(result, tb, call.context, definition.retry, started, clock.now())
+    else:
+        with tracing.attempt(env.run_id, env.step_key, name, call.context.attempt) as span:
+            result, tb = await _execute(tool, call, env, clock)
+            outcome = _classify(result, tb, call.context, definition.retry, started, clock.now())
+            tracing.attempt_ended(span, outcome.status.value, outcome.code, outcome.retry_after)
+    if telemetry.metrics is not None:
+        finished = outcome.finished_at if outcome.finished_at is not None else clock.now()
+        telemetry.metrics.attempt(name, outcome.status.value, finished - started)
     return outcome
 
 

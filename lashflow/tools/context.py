@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lashflow.errors import LashflowError
+from lashflow.telemetry.tracing import current_traceparent
 from lashflow.tools.budget import DEFAULT_HINT
 from lashflow.tools.keys import CompletionKey, KeyRing
 from lashflow.tools.models import CompletionRequest, CompletionResponse, ModelProvider
@@ -152,6 +153,13 @@ class ToolContext:
 
     def direct_completions(self) -> DirectCompletions:
         return DirectCompletions(self._provider, self)
+
+    @property
+    def traceparent(self) -> str | None:
+        """The W3C ``traceparent`` of this attempt's span when the engine traces (see
+        docs/observability.md), to hand to a service the tool calls; else None. Tools
+        whose HTTP client is instrumented by OpenTelemetry join the trace without it."""
+        return current_traceparent()
 
     @property
     def cancelled(self) -> bool:

@@ -90,6 +90,8 @@ class Dispatcher:
         self.cancel_grace = cancel_grace
         self.project_results = project_results  # False: callers project when they show
         self._global = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+        # spans and counters of the engine's ``Telemetry``, or None (nothing reported)
+        self.telemetry: Any = None
         self._per_tool: dict[tuple[str, str], asyncio.Semaphore] = {}
 
     def _semaphores(self, entry: RegisteredTool) -> tuple[asyncio.Semaphore, ...]:
@@ -159,8 +161,13 @@ class Dispatcher:
     ) -> DispatchResult:
         semaphores = self._semaphores(entry)
         env = CallEnv(run_id, call.step_key, self.keys, self.model_provider, self.projector, cancel,
-                      Slots(*semaphores) if semaphores else None, self.cancel_grace)
-        outcome = await run_attempts(entry, call.input, env, journal, self.clock, call.first_attempt)
+                      Slots(*semaphores) if semaphores else None, self.cancel_grace,
+                      self.telemetry)
+        if self.telemetry is None:
+            outcome = await run_attempts(entry, call.input, env, journal, self.clock,
+                                         call.first_attempt)
+        else:
+            outcome = await self._run_reported(entry, call, env, journal)
         if outcome.status is OutcomeStatus.PENDING and self.completions is not None:
             book = self.completions
             d = entry.definition
@@ -174,6 +181,24 @@ class Dispatcher:
         projected = (self.project(outcome, tail=d.output_tail, run_id=run_id, step_key=call.step_key)
                      if self.project_results else None)
         return DispatchResult(call.step_key, d.module, d.name, outcome, projected)
+
+    async def _run_reported(self, entry: RegisteredTool, call: DispatchCall, env: CallEnv,
+                            journal: AttemptJournal) -> ToolOutcome:
+        """``run_attempts`` inside the step's span, counted by its outcome."""
+        telemetry = self.telemetry
+        tool = f"{entry.definition.module}.{entry.definition.name}"
+        tracing = telemetry.tracing
+        if tracing is None:
+            outcome = await run_attempts(entry, call.input, env, journal, self.clock,
+                                         call.first_attempt)
+        else:
+            with tracing.step(env.run_id, call.step_key, tool) as span:
+                outcome = await run_attempts(entry, call.input, env, journal, self.clock,
+                                             call.first_attempt)
+                tracing.step_ended(span, outcome.status.value, outcome.attempts)
+        if telemetry.metrics is not None:
+            telemetry.metrics.step(tool, outcome.status.value)
+        return outcome
 
     def project(self, outcome: ToolOutcome, *, tail: bool = False, run_id: str = "RUN", step_key: str = "STEP") -> str | None:
         """The budgeted text of an outcome; failures and cancellations pass whole."""

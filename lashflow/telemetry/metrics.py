@@ -1,0 +1,189 @@
+"""Counters and histograms of one process, for ``/metrics`` and the OpenTelemetry meter.
+
+``Metrics`` keeps what this process saw (steps, attempts and their durations, journal
+commits, lease takeovers, drive endings) in plain dicts, and mirrors each record to the
+application's OpenTelemetry meter when one is installed. What the database knows for all
+processes (runs by status, open waits by kind and the age of the oldest) is read when
+``/metrics`` is scraped (``StoreStats``) and rendered next to it in the Prometheus text
+format. An engine without telemetry holds no ``Metrics``: nothing is counted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store.base import StoreStats
+
+Labels = tuple[tuple[str, str], ...]
+
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                    60.0)
+SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+# name -> (kind, help, buckets); the OpenTelemetry name is the same with dots
+INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...]]] = {
+    "lashflow_steps_total": ("counter", "Tool steps that ran here, by tool and outcome.", ()),
+    "lashflow_attempts_total": ("counter", "Tool attempts that ran here, by tool and outcome.",
+                                ()),
+    "lashflow_attempt_duration_seconds": ("histogram", "How long one tool attempt took.",
+                                          DURATION_BUCKETS),
+    "lashflow_drives_total": ("counter", "Drives of runs that ended here, by the run's status.",
+                              ()),
+    "lashflow_journal_commit_seconds": ("histogram", "One journal transaction, queue to durable.",
+                                        DURATION_BUCKETS),
+    "lashflow_journal_commit_group_size": ("histogram", "Writes that shared one transaction.",
+                                           SIZE_BUCKETS),
+    "lashflow_lease_takeovers_total": ("counter", "Runs taken over from a dead or silent worker.",
+                                       ()),
+}
+
+
+@dataclass(slots=True)
+class _Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.buckets) + 1)
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.count += 1
+
+
+class Metrics:
+    """This process's counters and histograms (see the module doc)."""
+
+    def __init__(self, meter_provider: Any = None) -> None:
+        """``meter_provider``: where to mirror records (default: the one the application
+        installed globally, if any)."""
+        self._counters: dict[tuple[str, Labels], float] = {}
+        self._histograms: dict[tuple[str, Labels], _Histogram] = {}
+        self._otel = _otel_instruments(meter_provider)
+
+    @property
+    def mirrored(self) -> bool:
+        """True when records also go to the application's OpenTelemetry meter."""
+        return self._otel is not None
+
+    def add(self, name: str, labels: Labels = (), value: float = 1) -> None:
+        key = (name, labels)
+        self._counters[key] = self._counters.get(key, 0) + value
+        if self._otel is not None:
+            self._otel[name].add(value, dict(labels))
+
+    def observe(self, name: str, value: float, labels: Labels = ()) -> None:
+        key = (name, labels)
+        histogram = self._histograms.get(key)
+        if histogram is None:
+            histogram = self._histograms[key] = _Histogram(INSTRUMENTS[name][2])
+        histogram.observe(value)
+        if self._otel is not None:
+            self._otel[name].record(value, dict(labels))
+
+    # -- what the engine reports -------------------------------------------------------
+    def attempt(self, tool: str, status: str, seconds: float | None) -> None:
+        labels = (("tool", tool), ("outcome", status))
+        self.add("lashflow_attempts_total", labels)
+        if seconds is not None:
+            self.observe("lashflow_attempt_duration_seconds", max(seconds, 0.0),
+                         (("tool", tool),))
+
+    def step(self, tool: str, status: str) -> None:
+        self.add("lashflow_steps_total", (("tool", tool), ("outcome", status)))
+
+    def commit(self, seconds: float, group: int) -> None:
+        self.observe("lashflow_journal_commit_seconds", seconds)
+        self.observe("lashflow_journal_commit_group_size", group)
+
+    # -- Prometheus text format ----------------------------------------------------------
+    def render(self, stats: "StoreStats | None" = None) -> str:
+        """The exposition text of this process's instruments and ``stats``."""
+        lines: list[str] = []
+        if stats is not None:
+            _gauge(lines, "lashflow_runs", "Runs in the database, by status.",
+                   {(("status", k),): v for k, v in sorted(stats.runs_by_status.items())})
+            _gauge(lines, "lashflow_open_waits", "Waits of parked runs, by kind.",
+                   {(("kind", k),): v for k, v in sorted(stats.open_waits.items())})
+            _gauge(lines, "lashflow_oldest_wait_age_seconds",
+                   "Seconds since the longest-parked run of each wait kind parked.",
+                   {(("kind", k),): v for k, v in sorted(stats.oldest_wait_age.items())})
+        for name, (kind, help_text, buckets) in INSTRUMENTS.items():
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            if kind == "counter":
+                for (counted, labels), value in sorted(self._counters.items()):
+                    if counted == name:
+                        lines.append(f"{name}{_labels(labels)} {_number(value)}")
+                continue
+            for (observed, labels), histogram in sorted(self._histograms.items(),
+                                                        key=lambda item: item[0]):
+                if observed != name:
+                    continue
+                running = 0
+                for bound, count in zip(buckets + (math.inf,), histogram.counts):
+                    running += count
+                    edge = "+Inf" if bound == math.inf else _number(bound)
+                    lines.append(f"{name}_bucket{_labels(labels + (('le', edge),))} {running}")
+                lines.append(f"{name}_sum{_labels(labels)} {_number(histogram.total)}")
+                lines.append(f"{name}_count{_labels(labels)} {histogram.count}")
+        return "\n".join(lines) + "\n"
+
+
+def _gauge(lines: list[str], name: str, help_text: str, values: dict[Labels, float]) -> None:
+    lines.append(f"# HELP {name} {help_text}")
+    lines.append(f"# TYPE {name} gauge")
+    for labels, value in values.items():
+        lines.append(f"{name}{_labels(labels)} {_number(value)}")
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    inner = ",".join(f'{key}="{_escape(value)}"' for key, value in labels)
+    return "{" + inner + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def _otel_instruments(provider: Any) -> dict[str, Any] | None:
+    """Instruments of ``provider`` or of the meter provider the application installed."""
+    if provider is None:
+        api = sys.modules.get("opentelemetry.metrics")
+        if api is None:
+            return None
+        provider = api.get_meter_provider()
+        if type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"):
+            return None
+    from lashflow import __version__
+
+    meter = provider.get_meter("lashflow", __version__)
+    made: dict[str, Any] = {}
+    for name, (kind, help_text, _) in INSTRUMENTS.items():
+        dotted = name.replace("_", ".")
+        unit = "s" if name.endswith("_seconds") else "1"
+        if kind == "counter":
+            made[name] = meter.create_counter(dotted.removesuffix(".total"), unit=unit,
+                                              description=help_text)
+        else:
+            made[name] = meter.create_histogram(dotted.removesuffix(".seconds"), unit=unit,
+                                                description=help_text)
+    return made
+
+
+__all__ = ["INSTRUMENTS", "Metrics"]
