@@ -264,7 +264,7 @@ class Driver:
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(drive))
         if self.events:
             self.events.notify({"type": "drive", "run_id": run_id, "process": drive.run.process,
-                                "resumed": not fresh})
+                                "resumed": drive.generation > 1})
         try:
             if self.telemetry is None:
                 return await self._execute(drive, fresh=fresh)
@@ -286,7 +286,7 @@ class Driver:
             outcome = await self._execute(drive, fresh=fresh)
         else:
             with tracing.drive(run.run_id, run.process, drive.generation, run.meta.get("trace"),
-                               not fresh) as span:
+                               drive.generation > 1) as span:
                 outcome = await self._execute(drive, fresh=fresh)
                 tracing.drive_ended(span, outcome.status.value,
                                     [(w.kind, w.step) for w in outcome.waiting],
