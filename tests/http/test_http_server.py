@@ -157,8 +157,15 @@ async def test_fulfill_over_http_and_webhook_retries(server: Server, tmp_path: P
         assert refused.json()["error"]["code"] == "unknown_completion_key"
         assert _rows(db) == before
         assert (await client.get("/v1/runs")).status_code == 401
+        scraped = await client.get("/metrics", headers=AUTH)
+        assert scraped.status_code == 200
+        assert 'lashflow_runs{status="finished"} 2' in scraped.text
+        assert 'lashflow_steps_total{tool="tools.charge",outcome="ok"} 1' in scraped.text
     assert server.stop() == 0
     log = "".join(server.log)
+    # one line per run transition: the order ran, parked, was resumed and finished
+    order = [line.split()[3] for line in server.log if re.match(r"\S+Z run order ", line)]
+    assert order == ["running", "waiting", "running", "finished"]
     assert "/v1/completions/<key>" in log  # the access log saw the requests...
     for key in keys:
         assert key not in log  # ...and never a key

@@ -129,3 +129,12 @@ async def test_records_are_mirrored_to_an_opentelemetry_meter(tmp_path: Path) ->
     assert duration.count == 3
     assert points[("lashflow.drives", (("status", "finished"),))].value == 3
     provider.shutdown()
+
+
+async def test_a_run_taken_from_a_silent_worker_counts_as_a_takeover(served: Any) -> None:
+    engine, client, _ = served
+    run = await engine.create("finish await tools.echo({x: 5})?")
+    assert await engine.store.claim(run.run_id, "elsewhere:1:gone", 0.0, now=0.0) == 1
+    assert (await engine.resume(run.run_id)).status is RunStatus.FINISHED
+    found = samples((await client.get("/metrics", headers=AUTH)).text)
+    assert found["lashflow_lease_takeovers_total"] == 1
