@@ -441,7 +441,7 @@ def graph(
 
     With --json: {"run_id", "status": "ok", "format", "text", "nodes", "edges"}, each
     node with its kind, label, state and executions."""
-    from .graph import GraphError, build_graph, node_state, render
+    from .graph import GraphError, build_graph, node_state, render, site_states
 
     if fmt not in ("mermaid", "dot"):
         fail("usage_error", f"--format must be mermaid or dot, not {fmt!r}", as_json)
@@ -454,7 +454,7 @@ def graph(
             from .durable.programs import source_digest
 
             async with engine(db, create=False, absent=no_run(run)) as eng:
-                states = await _site_states(eng, run)
+                states = await site_states(eng, run)
                 if (await eng.get_record(run)).source_hash != source_digest(source):
                     stderr(f"warning: run {run} was started from another version of {file}; "
                            "steps are matched by their place in the process")
@@ -478,29 +478,6 @@ def graph(
         return 0
 
     raise typer.Exit(run_async(go, as_json, text, str(file), run))
-
-
-async def _site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
-    """Step states of a run and its descendants, keyed by the site part of the step key."""
-    states: dict[str, list[str]] = {}
-    family = [await eng.run_detail(run_id)]  # unknown_run if it does not exist
-    while family:
-        detail = family.pop()
-        for step in detail.steps:
-            states.setdefault(_state_key(step.step_key), []).append(step.state)
-        for wait in detail.summary.waiting:  # a wait not journaled yet (signal, sleep)
-            keys = states.setdefault(_state_key(wait.step), [])
-            if "pending" not in keys:
-                keys.append("waiting")
-        for child in detail.children:
-            family.append(await eng.run_detail(child.run_id))
-    return states
-
-
-def _state_key(step_key: str) -> str:
-    """``site:occ`` -> ``site``; a batch member ``site:occ:i`` -> ``site#i`` (graph nodes)."""
-    parts = step_key.split(":")
-    return f"{parts[0]}#{parts[2]}" if len(parts) == 3 else parts[0]
 
 
 # --------------------------------------------------------------------------- outside events
@@ -837,6 +814,9 @@ def serve(
                                              "printed)."),
     body_limit: int = typer.Option(1024 * 1024, "--body-limit", metavar="BYTES", min=1,
                                    help="The largest request body accepted (413 beyond)."),
+    inbox_only: bool = typer.Option(False, "--inbox-only",
+                                    help="Serve only the console's inbox (and the webhooks): "
+                                         "for the people who approve; no runs API."),
     no_worker: bool = typer.Option(False, "--no-worker",
                                    help="Serve only: runs move on in `lashflow worker` "
                                         "processes, not here."),
@@ -846,9 +826,9 @@ def serve(
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
 ) -> None:
-    """Serve completion webhooks (POST /v1/completions/KEY), the runs API under /v1,
-    /metrics and /openapi.json, and run the worker loop (one line per run transition on
-    stderr). SIGTERM: stop accepting, finish requests in
+    """Serve the web console at / (sign in with the token), completion webhooks (POST
+    /v1/completions/KEY), the runs API under /v1, /metrics and /openapi.json, and run the
+    worker loop (one line per run transition on stderr). SIGTERM: stop accepting, finish requests in
     flight, then runs in flight go back to `queued` at their next effect."""
     import secrets
 
@@ -861,7 +841,8 @@ def serve(
     if token is None:
         stderr(f"lashflow serve: management token {secret} (set LASHFLOW_API_TOKEN to "
                "choose one)")
-    config = ServeConfig(secret, processes, body_limit, drive=not no_worker)
+    config = ServeConfig(secret, processes, body_limit, drive=not no_worker,
+                         console="inbox" if inbox_only else "full")
 
     async def go() -> int:
         await run_server(host=host, port=port, db=db, tools=tools, config=config,

@@ -409,6 +409,29 @@ def node_state(node: Node, states: dict[str, list[str]]) -> tuple[str | None, in
     return "done", len(seen)
 
 
+async def site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
+    """Step states of a run and its descendants, keyed by the site part of the step key."""
+    states: dict[str, list[str]] = {}
+    family = [await eng.run_detail(run_id)]  # unknown_run if it does not exist
+    while family:
+        detail = family.pop()
+        for step in detail.steps:
+            states.setdefault(state_key(step.step_key), []).append(step.state)
+        for wait in detail.summary.waiting:  # a wait not journaled yet (signal, sleep)
+            keys = states.setdefault(state_key(wait.step), [])
+            if "pending" not in keys:
+                keys.append("waiting")
+        for child in detail.children:
+            family.append(await eng.run_detail(child.run_id))
+    return states
+
+
+def state_key(step_key: str) -> str:
+    """``site:occ`` -> ``site``; a batch member ``site:occ:i`` -> ``site#i`` (graph nodes)."""
+    parts = step_key.split(":")
+    return f"{parts[0]}#{parts[2]}" if len(parts) == 3 else parts[0]
+
+
 COLOURS = {"done": ("#d4edda", "#2e7d32"), "failed": ("#f8d7da", "#c62828"),
            "waiting": ("#fff3cd", "#f9a825"), "unreached": ("#eeeeee", "#9e9e9e")}
 

@@ -243,11 +243,15 @@ class Engine:
         self.driver.spawn(run_id)
 
     async def fork(self, run_id: str, from_step: str, *, set: dict[str, Any] | None = None,
-                   run_id_of_fork: str | None = None) -> RunOutcome:
+                   run_id_of_fork: str | None = None, wait: bool = True) -> RunOutcome:
         """A new run with the journal of ``run_id`` before ``from_step`` (a step key or the
         row number ``show`` prints), each step in ``set`` recorded as if its tool had
-        returned that value, driven on from there. Linked both ways (``forked_from``)."""
+        returned that value, driven on from there. Linked both ways (``forked_from``).
+        ``wait=False``: drive it in the background and answer at once."""
         new_id = await self.operator.fork(run_id, from_step, dict(set or {}), run_id_of_fork)
+        if not wait:
+            await self.drive_soon(new_id)
+            return await self.reads.get(new_id)
         return await self.resume(new_id)
 
     async def gc(self, older_than: float, statuses: Iterable[str] = SETTLED, *,
@@ -327,6 +331,10 @@ class Engine:
     # -- inspection ----------------------------------------------------------------------
     async def get(self, run_id: str) -> RunOutcome:
         return await self.reads.get(run_id)
+
+    async def source_of(self, run_id: str) -> str | None:
+        """The Lashlang source the run was started from (None if the database lost it)."""
+        return await self.store.get_source((await self.reads.require(run_id)).source_hash)
 
     async def get_record(self, run_id: str) -> RunRecord:
         return await self.reads.require(run_id)

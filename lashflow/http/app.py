@@ -39,12 +39,15 @@ DEFAULT_BODY_LIMIT = 1024 * 1024
 class ServeConfig:
     """``token``: the management bearer token; ``processes``: the only directory runs
     may be started from; ``body_limit``: the largest request body accepted (bytes);
-    ``drive``: move a run on here at once after a delivery (the server runs a worker)."""
+    ``drive``: move a run on here at once after a delivery (the server runs a worker);
+    ``console``: ``full`` (the web console at ``/``), ``inbox`` (only its inbox, and no
+    management API: for the people who approve) or ``off``."""
 
     token: str
     processes: Path | None = None
     body_limit: int = DEFAULT_BODY_LIMIT
     drive: bool = True
+    console: str = "full"
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -65,14 +68,20 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/v1/waiting", api.waiting, ["GET"]),
         ("/metrics", api.metrics, ["GET"]),
     ]
-    routes = [
+    routes: list[Any] = [
         Route("/v1/completions/{key}", _guarded(api.complete), methods=["POST"]),
         Route("/v1/completions/{key}", _guarded(api.completion_state), methods=["GET"]),
-        Route("/openapi.json", _guarded(api.openapi), methods=["GET"]),
         Route("/healthz", _guarded(api.health), methods=["GET"]),
-        *(Route(path, _guarded(api.authorised(handler)), methods=methods)
-          for path, handler, methods in managed),
     ]
+    if config.console != "inbox":
+        routes += [Route("/openapi.json", _guarded(api.openapi), methods=["GET"]),
+                   *(Route(path, _guarded(api.authorised(handler)), methods=methods)
+                     for path, handler, methods in managed)]
+    if config.console != "off":
+        from .console import Console, ConsoleConfig
+
+        routes += Console(engine, ConsoleConfig(config.token,
+                                                inbox_only=config.console == "inbox")).routes()
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
 
 

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
 import pytest
+
+from serve_support import Server, serving
 
 pytestmark = pytest.mark.subprocess
 
@@ -38,65 +34,10 @@ async def wait_for_it(call: ToolCall) -> ToolResult:
 '''
 
 
-class Server:
-    """One `lashflow serve` subprocess; its output (the access log) is kept whole."""
-
-    def __init__(self, tmp: Path, db: str) -> None:
-        self.tmp, self.db = tmp, db
-        self.log: list[str] = []
-        self.proc: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self) -> None:
-        env = dict(os.environ, LASHFLOW_API_TOKEN=TOKEN, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lashflow", "serve", "--port", "0", "--db", self.db,
-             "--processes", str(self.tmp / "processes")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-            cwd=self.tmp)
-        up = threading.Event()
-
-        def read() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.log.append(line)
-                found = re.search(r"listening on (http://\S+)", line)
-                if found:
-                    self.url = found.group(1)
-                    up.set()
-        threading.Thread(target=read, daemon=True).start()
-        if not up.wait(60):
-            self.stop()
-            raise AssertionError("lashflow serve did not start:\n" + "".join(self.log))
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    processes = tmp_path / "processes"
-    processes.mkdir()
-    for name in ("fulfill.lash", "fulfill.py"):
-        shutil.copy(ROOT / "processes" / name, processes)
-    (processes / "park.lash").write_text(PARK_LASH)
-    (processes / "park.py").write_text(PARK_PY)
-    running = Server(tmp_path, f"sqlite:///{tmp_path / 'serve.db'}")
-    running.start()
-    try:
+    with serving(tmp_path, {"park.lash": PARK_LASH, "park.py": PARK_PY}) as running:
         yield running
-    finally:
-        if running.proc is not None and running.proc.poll() is None:
-            running.proc.kill()
-            running.proc.wait(30)
 
 
 async def until(client: httpx.AsyncClient, run_id: str, status: str) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""The console in a real headless Chromium (driven by Playwright) against a real
+`lashflow serve` process: sign in, approve the fulfill example from the inbox, see it
+finished with its three steps; a hostile tool output stays text; a form post without its
+CSRF token is refused. Screenshots of each page go to ``test-artifacts/console/``.
+
+The browser is Debian's ``chromium`` from PATH (``apt-get install chromium``), else
+Playwright's own (``playwright install chromium``). With ``LASHFLOW_REQUIRE_BROWSER=1``
+(CI) a missing browser fails; otherwise the test skips and says what to install."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+from serve_support import TOKEN, Server, serving
+
+pytestmark = pytest.mark.subprocess
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "test-artifacts" / "console"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+HOSTILE_LASH = 'process show(x: int) {\n  out = await tools.hostile({x: x})?\n  finish out\n}\n'
+HOSTILE_PY = '''
+from lashflow import tool
+
+@tool
+async def hostile(x: int) -> str:
+    return "<script>alert(1)</script><img src=x onerror=alert(2)>"
+'''
+
+
+def _browser(playwright: Any) -> Any:
+    system = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        return playwright.chromium.launch(executable_path=system, headless=True,
+                                          args=["--no-sandbox"])
+    except Exception as exc:  # no usable browser here
+        reason = ("no headless Chromium: install Debian's `chromium` (apt-get install chromium) "
+                  "or run `playwright install chromium`")
+        if os.environ.get("LASHFLOW_REQUIRE_BROWSER"):
+            pytest.fail(f"{reason} ({type(exc).__name__}: {exc})")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Server]:
+    with serving(tmp_path, {"hostile.lash": HOSTILE_LASH, "hostile.py": HOSTILE_PY}) as running:
+        yield running
+
+
+def _start(server: Server, file: str, data: Any, run_id: str, status: str) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        started = client.post("/v1/runs", headers=AUTH,
+                              json={"file": file, "input": data, "run_id": run_id})
+        assert started.status_code == 202, started.text
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/runs/{run_id}", headers=AUTH).json()["status"] != status:
+            assert time.monotonic() < deadline, f"{run_id} never became {status}"
+            time.sleep(0.05)
+
+
+def test_approve_in_the_inbox_and_see_the_run_finish(served: Server) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    order = json.loads((ROOT / "processes" / "fulfill.input.json").read_text())
+    _start(served, "fulfill.lash", order, "order-1", "waiting")
+    _start(served, "hostile.lash", {"x": 1}, "hostile-1", "finished")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = _browser(playwright)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+
+        page.goto(served.url + "/")
+        assert page.url.endswith("/login")
+        page.screenshot(path=str(SHOTS / "login.png"))
+        page.fill("#token", "wrong")
+        page.click("#sign-in")
+        assert "not the management token" in page.inner_text("#login-error")
+        page.fill("#token", TOKEN)
+        page.click("#sign-in")
+        page.wait_for_url("**/runs")
+        assert page.locator("#run-rows tr").count() == 2
+        page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
+
+        page.goto(served.url + "/inbox")
+        ask = page.locator("section.ask[data-run='order-1']")
+        assert "tools.request_approval" in ask.inner_text()
+        assert "ord-1001" in ask.locator("pre.args").inner_text()
+        page.screenshot(path=str(SHOTS / "inbox.png"), full_page=True)
+        ask.locator("button.approve").click()
+        page.wait_for_url("**/inbox?resolved=order-1")
+        assert page.locator("#inbox-empty").is_visible()
+
+        page.goto(served.url + "/runs/order-1")
+        page.wait_for_function(
+            "document.getElementById('run-status').textContent === 'finished'", timeout=30_000)
+        steps = page.locator("#timeline li.step")
+        assert steps.count() == 3
+        assert [steps.nth(i).locator("b.tool").inner_text() for i in range(3)] == [
+            "tools.quote", "tools.request_approval", "tools.charge"]
+        assert json.loads(page.inner_text("#run-result"))["charged"] is True
+        assert page.locator("#graph g.node[data-state='done']").count() == 3
+        page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+
+        page.goto(served.url + "/runs/hostile-1")
+        result = page.inner_text("#run-result")
+        assert "<script>alert(1)</script><img src=x onerror=alert(2)>" in result
+        assert page.locator("main script, main img").count() == 0
+        page.screenshot(path=str(SHOTS / "hostile.png"), full_page=True)
+
+        forged = page.request.post(served.url + "/runs/order-1/retry", form={"x": "1"})
+        assert forged.status == 403
+        assert "csrf_rejected" in forged.text()
+        assert dialogs == []
+        # the one error the browser reports is the wrong token's 401, on purpose
+        assert [e for e in errors if "status of 401" not in e] == []
+        browser.close()
+    assert served.stop() == 0

@@ -1,0 +1,81 @@
+"""A real ``lashflow serve`` subprocess on a free loopback port, for the HTTP and the
+browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+TOKEN = "test-token-123"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Server:
+    """One `lashflow serve` subprocess; its output (the access log) is kept whole."""
+
+    def __init__(self, tmp: Path, db: str, *extra: str) -> None:
+        self.tmp, self.db, self.extra = tmp, db, extra
+        self.log: list[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        env = dict(os.environ, LASHFLOW_API_TOKEN=TOKEN, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lashflow", "serve", "--port", "0", "--db", self.db,
+             "--processes", str(self.tmp / "processes"), *self.extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            cwd=self.tmp)
+        up = threading.Event()
+
+        def read() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.log.append(line)
+                found = re.search(r"listening on (http://\S+)", line)
+                if found:
+                    self.url = found.group(1)
+                    up.set()
+        threading.Thread(target=read, daemon=True).start()
+        if not up.wait(60):
+            self.stop()
+            raise AssertionError("lashflow serve did not start:\n" + "".join(self.log))
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+@contextlib.contextmanager
+def serving(tmp: Path, files: dict[str, str]) -> Iterator[Server]:
+    """A started server whose processes directory holds the fulfill example and
+    ``files`` (name -> text); killed at the end if a test left it running."""
+    processes = tmp / "processes"
+    processes.mkdir()
+    for name in ("fulfill.lash", "fulfill.py"):
+        shutil.copy(ROOT / "processes" / name, processes)
+    for name, text in files.items():
+        (processes / name).write_text(text)
+    running = Server(tmp, f"sqlite:///{tmp / 'serve.db'}")
+    running.start()
+    try:
+        yield running
+    finally:
+        if running.proc is not None and running.proc.poll() is None:
+            running.proc.kill()
+            running.proc.wait(30)
