@@ -379,15 +379,15 @@ class ExprCompiler:
 
     # -- operators ----------------------------------------------------------------------
     def c_Unary(self, node: ast.Unary) -> Closure:
-        operand = self.expr(node.operand)
         if node.op == "-":
+            operand = self.expr(node.operand)
             neg = ops.neg
 
             def f(env: list) -> Any:
                 v = operand(env)
                 return -v if type(v) is float else neg(v)
             return f
-        cond = self.cond(node.operand)
+        cond = self.cond(node.operand)  # compiles the operand once (a chain stays linear)
         return lambda env: not cond(env)
 
     def c_Binary(self, node: ast.Binary) -> Closure:
