@@ -203,17 +203,11 @@ def parse_when(text: str | None, option: str, now: float) -> float | None:
 
 
 def read_source(file: Path) -> str:
-    """A ``.lash`` file's text, or a one-line ``file_not_found``/``usage_error``."""
-    try:
-        return file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {file}", code="file_not_found") from None
-    except IsADirectoryError:
-        raise UsageError(f"{file} is a directory, not a .lash file") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{file} is not UTF-8 text") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+    """A ``.lash`` file's text, or a one-line ``file_not_found``/``usage_error``/
+    ``limit_exceeded`` (over the source size limit)."""
+    from .durable.programs import read_source_file
+
+    return read_source_file(file)
 
 
 def source_or_none(file: Path | None) -> str | None:
@@ -221,8 +215,8 @@ def source_or_none(file: Path | None) -> str | None:
     if file is None:
         return None
     try:
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_source(file)
+    except LashflowError:
         return None
 
 

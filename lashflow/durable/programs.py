@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import UsageError
+from ..errors import LimitExceeded, UsageError
 from ..lang import link, parse
 
 if TYPE_CHECKING:  # the syntax tree and the compiler load with the first compile
@@ -49,13 +49,33 @@ def read_source(source_or_path: str | os.PathLike[str]) -> Source:
     if not is_source_path(source_or_path):
         return Source(str(source_or_path), None)
     path = Path(source_or_path)
+    return Source(read_source_file(path), str(path))
+
+
+def read_source_file(path: Path) -> str:
+    """A ``.lash`` file's text, or one clear error. At most one byte past the source
+    size limit is read, so a huge file (or ``/dev/zero``) is refused at once."""
+    from ..lang.parser import MAX_SOURCE_CHARS, source_too_large
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(4 * MAX_SOURCE_CHARS + 1)  # UTF-8: up to 4 bytes a character
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}", code="file_not_found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
-    return Source(text, str(path))
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not a .lash file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > 4 * MAX_SOURCE_CHARS:
+        raise LimitExceeded(f"{path} is over {4 * MAX_SOURCE_CHARS:,} bytes, and a source may "
+                            f"hold {MAX_SOURCE_CHARS:,} characters (split it into several files)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text") from None
+    if len(text) > MAX_SOURCE_CHARS:
+        raise source_too_large(len(text), str(path))
+    return text
 
 
 def entry_of(module: ast.Module, process: str | None) -> ast.ProcessDecl | None:

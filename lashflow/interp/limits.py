@@ -16,7 +16,7 @@ from lashflow.interp.errors import LashRuntimeError
 
 T = TypeVar("T")
 
-LIST_ITEM_BYTES = 16  # estimated bytes per list/tuple item
+LIST_ITEM_BYTES = 36  # per list/tuple item: its 8-byte slot, a 24-byte number, over-allocation
 RECORD_ENTRY_BYTES = 64  # estimated bytes per record entry
 WORK_PER_STEP = 16  # items or characters copied or scanned per interpreter step
 

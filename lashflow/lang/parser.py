@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from lashflow.errors import LimitExceeded
 from lashflow.lang import ast as A
 from lashflow.lang.diagnostics import LangError, parse_error
 from lashflow.lang.tokenpass import CLOSER_OF, ReplayLexer, StopPass, TokenPass, Typed
@@ -82,12 +83,25 @@ def _nothing(children: list[Any]) -> None:
     return None
 
 
+# A workflow file is untrusted input and parsing runs on the caller's thread: the size
+# bounds how long a hostile file can hold it (about 2 s on a slow 2-core machine).
+MAX_SOURCE_CHARS = 256 * 1024
+
+
+def source_too_large(size: int, what: str = "the source") -> LimitExceeded:
+    return LimitExceeded(f"{what} is {size:,} characters, over the limit of "
+                         f"{MAX_SOURCE_CHARS:,} (split it into several files)")
+
+
 def parse(source: str) -> A.Module:
-    """Parse Lashlang source into a ``Module``; raises ``LangError`` (code parse_error)."""
+    """Parse Lashlang source into a ``Module``; raises ``LangError`` (code parse_error),
+    or ``LimitExceeded`` for a source over ``MAX_SOURCE_CHARS``."""
     from lark.exceptions import UnexpectedInput
 
     if not isinstance(source, str):
         raise TypeError("source must be a str")
+    if len(source) > MAX_SOURCE_CHARS:
+        raise source_too_large(len(source))
     toks = tokenize(source)
     ctx = TokenPass(source, toks)
     try:

@@ -134,7 +134,8 @@ async def _engine_outcome(source: str, folder: Path) -> tuple[str, Any]:
             assert exc.diagnostic.code in FRONT_END
             return exc.diagnostic.code, None
         except LashflowError as exc:
-            assert exc.code in ("usage_error", "file_not_found"), exc
+            # limit_exceeded: a source over the size limit, refused before parsing
+            assert exc.code in ("usage_error", "file_not_found", "limit_exceeded"), exc
             return exc.code, None
         problems = await check_store(engine.store)
         assert not problems, [str(p) for p in problems]

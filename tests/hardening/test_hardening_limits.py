@@ -104,7 +104,7 @@ LIMITED = [
      Limits(max_value_bytes=1 << 16), "a string would take about 131072 bytes, over the limit "
      "of 65536 bytes per value"),
     ("max_value_bytes_list", "l = [1]\nwhile true { l = l + l }",
-     Limits(max_value_bytes=1 << 16), "a list would take about 131072 bytes, over the limit of "
+     Limits(max_value_bytes=1 << 16), "a list would take about 73728 bytes, over the limit of "
      "65536 bytes per value"),
     ("max_value_bytes_record", 'r = json_parse("{}")\nfor i in range(5000) { r[to_string(i)] = i }',
      Limits(max_value_bytes=1 << 16), "a record would take about 65600 bytes, over the limit of "
@@ -246,3 +246,17 @@ def test_cli_worker_with_default_limits_survives_hostile_files(tmp_path: Path) -
     if peak_kib > before:  # ru_maxrss of children is the largest one so far
         assert peak_kib < 512 * 1024, f"worker peaked at {peak_kib} KiB"
     print(f"worker peak RSS {peak_kib} KiB")
+
+
+def test_a_source_over_the_size_limit_is_refused_before_parsing(tmp_path: Path) -> None:
+    from lashflow.lang.parser import MAX_SOURCE_CHARS
+
+    with pytest.raises(LimitExceeded, match="over the limit of 262,144"):
+        parse("finish 1\n" * (MAX_SOURCE_CHARS // 9 + 1))
+    # a file that never ends is read only up to the limit
+    done = subprocess.run([sys.executable, "-m", "lashflow", "check", "/dev/zero"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error[limit_exceeded]: /dev/zero is over 1,048,576 bytes, "
+                                   "and a source may hold 262,144 characters (split it into "
+                                   "several files)")
