@@ -81,8 +81,8 @@ class Children:
     async def cancel(self, run_id: str) -> None:
         await self.commands.cancel(run_id)
 
-    async def signal(self, run_id: str, name: str, payload: Any) -> None:
-        await self.commands.signal(run_id, name, payload)
+    async def signal(self, run_id: str, name: str, payload: Any, *, sender: str) -> None:
+        await self.commands.signal(run_id, name, payload, sender=sender)
 
     async def wake_parent(self, parent_id: str) -> None:
         parent = await self.store.get_run(parent_id)

@@ -48,7 +48,7 @@ class Commands:
         return Delivery(run_id, await self._after_delivery(run_id, resume, lambda run: True))
 
     async def signal(self, run_id: str, name: str, payload: Any = None, *,
-                     resume: bool = True) -> RunStatus:
+                     resume: bool = True, sender: str | None = None) -> RunStatus:
         check_json_text(payload)  # before anything is written
         run = await self.reads.require(run_id)
         if run.status in SETTLED:
@@ -59,7 +59,7 @@ class Commands:
             raise LashflowError(f"run {run_id} ({run.process or 'main block'}) takes no "
                                 f"signal `{name}`; its signals: {names}", code="unknown_signal",
                                 hint=did_you_mean(name, declared))
-        await self.store.add_signal(run_id, name, payload)
+        await self.store.add_signal(run_id, name, payload, sender=sender)
         return await self._after_delivery(run_id, resume, lambda current: any(
             w.get("kind") == "signal" and w.get("signal") == name for w in current.waiting))
 

@@ -285,7 +285,10 @@ class DurableHost:
         if target is None:
             raise LashRuntimeError("ValueError", "signal_run expects a process handle", effect.span)
         try:
-            await self.children.signal(target, effect.name, to_json(effect.payload))
+            # keyed by this step: a resume after a crash between the delivery and the
+            # step's commit below does not deliver it a second time
+            await self.children.signal(target, effect.name, to_json(effect.payload),
+                                       sender=f"{self.run_id}/{effect.step}")
         except LashflowError as exc:  # the child has ended, or refuses the signal
             raise LashRuntimeError("ValueError", f"signal_run failed: {exc.message}",
                                    effect.span) from None

@@ -16,7 +16,7 @@ from typing import Any, Callable, Collection, Iterator
 
 from ..errors import JournalCorrupt
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
@@ -379,8 +379,11 @@ class Store(abc.ABC):
     async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]: ...
 
     @abc.abstractmethod
-    async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
-        """Append a signal; returns its 1-based ordinal among signals of that name."""
+    async def add_signal(self, run_id: str, name: str, payload: Any, *,
+                         sender: str | None = None) -> int:
+        """Append a signal; returns its 1-based ordinal among signals of that name. A
+        ``sender`` (``<run id>/<step key>`` of a ``signal_run``) delivers once: sent again
+        (the sender resumed after a crash), its first delivery's ordinal is returned."""
 
     @abc.abstractmethod
     async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]: ...

@@ -96,6 +96,13 @@ _MIGRATIONS: dict[int, list[str]] = {
         f"CREATE INDEX IF NOT EXISTS lashflow_runs_by_parent ON lashflow_runs "
         f"(parent_run_id {_C}, created_at, run_id {_C})",
     ],
+    # Version 4: a signal sent by a run's `signal_run` step names that step (``sender``),
+    # so a sender resumed after a crash cannot deliver it twice.
+    4: [
+        f"ALTER TABLE lashflow_signals ADD COLUMN IF NOT EXISTS sender TEXT {_C}",
+        "CREATE UNIQUE INDEX IF NOT EXISTS lashflow_signals_by_sender ON lashflow_signals "
+        "(run_id, name, sender) WHERE sender IS NOT NULL",
+    ],
 }
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
@@ -876,15 +883,23 @@ class PostgresStore(Store):
                                  "ORDER BY step_key", run_id)
         return [self._completion_row(row) for row in rows]
 
-    async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
+    async def add_signal(self, run_id: str, name: str, payload: Any, *,
+                         sender: str | None = None) -> int:
         # Next ordinal in one statement; a concurrent sender that took the same ordinal
-        # makes ours a no-op (ON CONFLICT), and we try again with the one after.
+        # makes ours a no-op (ON CONFLICT), and we try again with the one after. A
+        # ``sender`` that already delivered (before a crash) gets its ordinal back.
         for _ in range(10_000):
+            if sender is not None:
+                sent = await self._fetchval(
+                    "SELECT ordinal FROM lashflow_signals WHERE run_id = $1 AND name = $2 AND "
+                    "sender = $3", run_id, name, sender)
+                if sent is not None:
+                    return int(sent)
             ordinal = await self._fetchval(
-                "INSERT INTO lashflow_signals (run_id, name, ordinal, payload) "
-                "SELECT $1::text, $2::text, COALESCE(MAX(ordinal), 0) + 1, $3::text "
+                "INSERT INTO lashflow_signals (run_id, name, ordinal, payload, sender) "
+                "SELECT $1::text, $2::text, COALESCE(MAX(ordinal), 0) + 1, $3::text, $4::text "
                 "FROM lashflow_signals WHERE run_id = $1 AND name = $2 "
-                "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, dumps(payload))
+                "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, dumps(payload), sender)
             if ordinal is not None:
                 return int(ordinal)
         raise DbError(f"could not append signal {name!r} to run {run_id}: too much contention")

@@ -51,6 +51,22 @@ from .rows import (
 T = TypeVar("T")
 _Write = Callable[[sqlite3.Connection], Any]  # a write op run inside the group transaction
 
+def _add_column(table: str, column: str) -> str:
+    """An ``ADD COLUMN`` that a file already holding the column skips (SQLite has no
+    ``IF NOT EXISTS`` for columns): marked for ``_migrate_statement``."""
+    return f"-- add column {table} {column}"
+
+
+def _migrate_statement(conn: sqlite3.Connection, statement: str) -> None:
+    if statement.startswith("-- add column "):
+        table, column = statement.removeprefix("-- add column ").split(" ", 1)
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column.split()[0] not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        return
+    conn.execute(statement)
+
+
 _MIGRATIONS: dict[int, list[str]] = {
     1: [
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
@@ -94,6 +110,13 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX IF NOT EXISTS runs_by_status_created ON runs (status, created_at, run_id)",
         "CREATE INDEX IF NOT EXISTS runs_by_process_created ON runs (process, created_at, run_id)",
         "CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_run_id, created_at, run_id)",
+    ],
+    # Version 4: a signal sent by a run's `signal_run` step names that step (``sender``),
+    # so a sender resumed after a crash cannot deliver it twice.
+    4: [
+        _add_column("signals", "sender TEXT"),
+        "CREATE UNIQUE INDEX IF NOT EXISTS signals_by_sender ON signals (run_id, name, sender) "
+        "WHERE sender IS NOT NULL",
     ],
 }
 
@@ -245,7 +268,7 @@ class SqliteStore(Store):
                     f"lashflow supports ({SCHEMA_VERSION}); upgrade lashflow to open it")
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[target]:
-                    conn.execute(statement)
+                    _migrate_statement(conn, statement)
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                          (str(SCHEMA_VERSION),))
             if conn.execute("SELECT 1 FROM meta WHERE key = 'secret'").fetchone() is None:
@@ -747,13 +770,19 @@ class SqliteStore(Store):
             return [self._completion_row(row) for row in rows]
         return await self._call(read)
 
-    async def add_signal(self, run_id: str, name: str, payload: Any) -> int:
+    async def add_signal(self, run_id: str, name: str, payload: Any, *,
+                         sender: str | None = None) -> int:
         def write(conn: sqlite3.Connection) -> int:
+            if sender is not None:
+                sent = conn.execute("SELECT ordinal FROM signals WHERE run_id = ? AND name = ? "
+                                    "AND sender = ?", (run_id, name, sender)).fetchone()
+                if sent is not None:
+                    return int(sent[0])  # delivered before the sender's crash: once only
             row = conn.execute("SELECT COALESCE(MAX(ordinal), 0) FROM signals WHERE run_id = ? "
                                "AND name = ?", (run_id, name)).fetchone()
             ordinal = row[0] + 1
-            conn.execute("INSERT INTO signals (run_id, name, ordinal, payload) VALUES (?,?,?,?)",
-                         (run_id, name, ordinal, dumps(payload)))
+            conn.execute("INSERT INTO signals (run_id, name, ordinal, payload, sender) "
+                         "VALUES (?,?,?,?,?)", (run_id, name, ordinal, dumps(payload), sender))
             return ordinal
         return await self._write(write)
 

@@ -96,4 +96,7 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
     async with backend.make() as store:  # it was migrated: no migration runs again
         page = await store.query_runs(RunQuery())  # version 3's run list works on it
         assert [run.run_id for run in page.runs] == ["r"]
-    assert SCHEMA_VERSION == 3
+        # version 4's signals keyed by sender work on it too
+        assert await store.add_signal("r", "x", 1, sender="p/s") == 1
+        assert await store.add_signal("r", "x", 1, sender="p/s") == 1
+    assert SCHEMA_VERSION == 4

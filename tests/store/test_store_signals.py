@@ -35,3 +35,17 @@ async def test_concurrent_senders_get_distinct_gapless_ordinals(backend: Any) ->
         assert sorted(ordinals) == list(range(1, 31))
         for i, ordinal in enumerate(ordinals):
             assert await first.get_signal("r", "tick", ordinal) == (True, {"i": i})
+
+
+async def test_a_sender_step_delivers_once(backend: Any) -> None:
+    async with backend.make() as first, backend.make() as second:
+        assert await first.add_signal("r", "x", 1, sender="s/step-1") == 1
+        # the sender resumed after a crash sends again: its first delivery stands
+        assert await first.add_signal("r", "x", 1, sender="s/step-1") == 1
+        assert await first.add_signal("r", "x", 2, sender="s/step-2") == 2
+        assert await first.add_signal("r", "x", 3) == 3  # no sender: always appended
+        again = await asyncio.gather(*[(first, second)[i % 2].add_signal(
+            "r", "x", 4, sender="s/step-4") for i in range(10)])
+        assert again == [4] * 10  # ten racing re-sends, one delivery
+        assert await second.get_signal("r", "x", 5) == (False, None)
+        assert await second.get_signal("r", "x", 2) == (True, 2)
