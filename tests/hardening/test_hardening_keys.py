@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ import pytest
 
 from hardening_support import ROOT, cli_env, run_cli
 from lashflow import CompletionError, Engine, PendingCompletion, RunStatus, ToolCall, ToolResult, tool
+from lashflow.errors import LashflowError
+from lashflow.testing import FakeClock
 from lashflow.tools import keys as keys_module
 
 FLOW = """
@@ -242,7 +245,7 @@ def test_the_secret_never_leaves_the_database(tmp_path: Path) -> None:
         assert form not in blob
 
 
-def test_eight_processes_resolving_one_key_have_exactly_one_winner(tmp_path: Path) -> None:
+def test_ten_processes_resolving_one_key_have_exactly_one_winner(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'race.db'}"
     key = asyncio.run(_parked(url))
     go = tmp_path / "go"
@@ -250,20 +253,25 @@ def test_eight_processes_resolving_one_key_have_exactly_one_winner(tmp_path: Pat
         "import sys, time, os\n"
         "import lashflow.cli\n"
         "from lashflow.durable import engine\n"  # everything imported before the start line
+        "open(sys.argv[3], 'w').close()\n"  # ready
         f"while not os.path.exists({str(go)!r}): time.sleep(0.002)\n"
         "sys.argv = ['lashflow', 'complete', sys.argv[1], '--result', sys.argv[2], '--json']\n"
         "lashflow.cli.main()\n"
     )
     env = cli_env(url)
-    procs = [subprocess.Popen([sys.executable, "-c", racer, key, str(i)], env=env, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(8)]
-    time.sleep(1.5)  # all eight are imported and polling for the start line
+    ready = [tmp_path / f"ready-{i}" for i in range(10)]
+    procs = [subprocess.Popen([sys.executable, "-c", racer, key, str(i), str(ready[i])], env=env,
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(10)]
+    deadline = time.monotonic() + 60
+    while not all(path.exists() for path in ready):  # all ten imported, polling for go
+        assert time.monotonic() < deadline, [p.poll() for p in procs]
+        time.sleep(0.01)
     go.write_text("go")
     results = [(p.wait(timeout=60), *p.communicate()) for p in procs]
     winners = [json.loads(out) for code, out, _ in results if code == 0]
     losers = [json.loads(out) for code, out, _ in results if code == 2]
-    assert len(winners) == 1 and len(losers) == 7, results
+    assert len(winners) == 1 and len(losers) == 9, results
     assert winners[0]["delivered"] is True
     codes = {loser["error"]["code"] for loser in losers}
     assert codes == {"completion_already_resolved"}
@@ -320,3 +328,98 @@ async def test_keys_never_appear_in_logs(tmp_path: Path, caplog: pytest.LogCaptu
     body, mac = key[4:].split(".")
     for part in (key, body, mac):
         assert part not in text
+
+
+async def test_a_resolve_racing_a_cancel_has_one_winner_recorded_once(tmp_path: Path) -> None:
+    """Two engines on one database: one resolves the key while the other cancels the run,
+    started together, twenty times. Whoever wins, the key is settled once, the run ends
+    cancelled (a cancel always ends a parked run), and a losing resolver is told why."""
+    url = f"sqlite:///{tmp_path / 'cancel-race.db'}"
+    outcomes: dict[str, int] = {}
+    async with Engine(db=url, tools=[approve]) as resolver, \
+            Engine(db=url, tools=[approve]) as canceller:
+        for trial in range(20):
+            run_id = f"r{trial}"
+            parked = await resolver.run(FLOW, input={"n": trial}, run_id=run_id)
+            key = parked.waiting[0].key
+            assert key is not None
+
+            async def resolve() -> str:
+                try:
+                    await resolver.complete(key, ToolResult.ok(trial), resume=False)
+                    return "resolved"
+                except CompletionError as exc:
+                    if exc.code == "completion_already_resolved":  # told what won
+                        assert exc.winner is not None and exc.winner.source.value == "cancel", \
+                            exc.winner
+                    return exc.code
+
+            told, status = await asyncio.gather(resolve(), canceller.cancel(run_id))
+            assert status is RunStatus.CANCELLED
+            assert told in ("resolved", "unknown_completion_key", "completion_already_resolved")
+            outcomes[told] = outcomes.get(told, 0) + 1
+            steps = await resolver.steps(run_id)
+            [step] = [s for s in steps if s.kind == "tool"]
+            if told == "resolved":  # the resolution stands in the journal, once
+                assert step.outcome["status"] == "ok" and step.outcome["value"] == trial
+            else:  # the cancel won: the call reads cancelled, the resolution was never used
+                assert step.outcome["status"] == "cancelled"
+            assert len([a for a in step.attempts if a.status != "interrupted"]) == 1
+            assert (await resolver.get(run_id)).status is RunStatus.CANCELLED
+    assert sum(outcomes.values()) == 20, outcomes
+
+
+@tool(name="approve")
+async def approve_within(call: ToolCall) -> ToolResult:
+    """Parks on its key with a deadline 10 s after the call."""
+    await call.context.completion_key()
+    return ToolResult.pending(PendingCompletion().with_deadline(timedelta(seconds=10)))
+
+
+async def test_a_resolve_racing_the_deadline_has_one_winner(tmp_path: Path) -> None:
+    """A resolver whose clock still reads before the deadline and a worker whose clock has
+    passed it (so its resume records the timeout), ten times, started together or the
+    worker first: exactly one of the two is recorded, the run ends by it, and a resolver
+    that lost is told so."""
+    url = f"sqlite:///{tmp_path / 'deadline-race.db'}"
+    won: dict[str, int] = {}
+    for trial in range(10):
+        run_id = f"d{trial}"
+        async with Engine(db=url, tools=[approve_within], clock=FakeClock(1000.0)) as engine:
+            parked = await engine.run(FLOW, input={"n": trial}, run_id=run_id)
+            key = parked.waiting[0].key
+            assert key is not None
+        async with Engine(db=url, tools=[approve_within], clock=FakeClock(1009.0)) as early, \
+                Engine(db=url, tools=[approve_within], clock=FakeClock(1011.0)) as late:
+
+            async def resolve() -> str:
+                try:
+                    await early.complete(key, ToolResult.ok("yes"), resume=False)
+                    return "resolver"
+                except CompletionError as exc:
+                    assert exc.code in ("completion_already_resolved", "completion_expired")
+                    return "timeout"
+
+            async def expire() -> Any:
+                try:
+                    return await late.resume(run_id)
+                except LashflowError as exc:  # the resolver is driving it right now
+                    assert exc.code == "run_busy"
+                    return None
+
+            if trial % 2 == 0:  # started together: whichever the store takes first wins
+                told, _ = await asyncio.gather(resolve(), expire())
+            else:  # the worker first: the resolver comes too late and is told so
+                await expire()
+                told = await resolve()
+            outcome = await late.resume(run_id)
+        won[told] = won.get(told, 0) + 1
+        if told == "resolver":
+            assert outcome.status is RunStatus.FINISHED
+            assert outcome.result == {"n": trial, "approved": "yes"}
+        else:
+            assert outcome.status is RunStatus.FAILED, outcome
+        async with Engine(db=url, tools=[approve_within]) as engine:
+            [step] = [s for s in await engine.steps(run_id) if s.kind == "tool"]
+            assert step.outcome["status"] == ("ok" if told == "resolver" else "failed"), step
+    assert sum(won.values()) == 10 and won.get("timeout", 0) >= 5, won
