@@ -27,6 +27,7 @@ from ..states import SETTLED
 from ..store import Commit, RunChange, RunRecord, Store
 from ..telemetry import Telemetry
 from ..tools.clock import Clock
+from .canonical import digest
 from .cancels import CancelWatcher
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .events import Events
@@ -34,7 +35,7 @@ from .host import DurableHost
 from .journal import DriveFlags, RunJournal, check_journal
 from .outcome import RunOutcome, Wait
 from .ports import Family
-from .programs import Compiled, Programs
+from .programs import Compiled, Programs, source_digest
 from .reads import Reads
 from .tool_runner import ToolRunner
 
@@ -229,13 +230,17 @@ class Driver:
         if run.status in SETTLED:
             await self._release(run, generation)
             return await self.reads.get(run_id)
-        if source is not None:
-            text = self.tools.read_source(source).text
-            compiled = self.programs.compile(text)
-            if compiled.source_hash != run.source_hash:
-                await self.store.put_source(compiled.source_hash, text)
-        else:
-            compiled = await self._compile_stored(run, generation)
+        try:
+            _check_input(run)
+            if source is not None:
+                text = self.tools.read_source(source).text
+                compiled = self.programs.compile(text)
+                if compiled.source_hash != run.source_hash:
+                    await self.store.put_source(compiled.source_hash, text)
+            else:
+                compiled = await self._compile_stored(run, generation)
+        except JournalCorrupt as exc:
+            return await self._refuse_corrupt(run, generation, exc)
         if run.meta.get("note"):  # a worker that lacked the tools said so: this one has them
             await self.store.set_note(run_id, None)
         drive = Drive(run, generation, compiled, DriveFlags(
@@ -246,6 +251,9 @@ class Driver:
         text = await self.store.get_source(run.source_hash)
         if text is None:
             raise DbError(f"run {run.run_id}: its source is missing from the database")
+        if source_digest(text) != run.source_hash:
+            raise JournalCorrupt(f"run {run.run_id}: its stored source does not match its hash "
+                                 "(edited in the database?); it is not run from it")
         try:
             return self.programs.compile(text)
         except LashflowError as exc:
@@ -399,14 +407,19 @@ class Driver:
         return outcome
 
     async def _journal_corrupt(self, drive: Drive, exc: JournalCorrupt) -> RunOutcome:
-        """A journal row cannot be trusted: never replay from it; an operator must look."""
+        return await self._refuse_corrupt(drive.run, drive.generation, exc)
+
+    async def _refuse_corrupt(self, run: RunRecord, generation: int,
+                              exc: JournalCorrupt) -> RunOutcome:
+        """A journal row, the run's stored source or its input cannot be trusted: never
+        replay from it; the run needs an operator."""
         change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message},
                            release_lease=True, updated_at=self.clock.now())
-        await self.store.commit(Commit(drive.run.run_id, drive.generation, run=change))
-        drive.run.status, drive.run.error, drive.run.waiting = change.status, change.error, []
-        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": change.status,
+        await self.store.commit(Commit(run.run_id, generation, run=change))
+        run.status, run.error, run.waiting = change.status, change.error, []
+        self.events.notify({"type": "run", "run_id": run.run_id, "status": change.status,
                             "error": exc.code})
-        return self.reads.outcome_of(drive.run)
+        return self.reads.outcome_of(run)
 
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
         await host.journal.flush_held()
@@ -425,6 +438,13 @@ class Driver:
             assert self.family is not None
             await self.family.wake_parent(drive.run.parent_run_id)
         return self.reads.outcome_of(drive.run, prints=host.prints.texts(drive.run.run_id))
+
+
+def _check_input(run: RunRecord) -> None:
+    """The run's stored input is the one it was created with (its hash was taken then)."""
+    if digest({"process": run.process, "input": run.input}) != run.input_hash:
+        raise JournalCorrupt(f"run {run.run_id}: its stored input does not match its hash "
+                             "(edited in the database?); it is not run with it")
 
 
 def _error_json(error: Any) -> dict[str, Any]:

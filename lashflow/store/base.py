@@ -17,6 +17,11 @@ from typing import Any, Callable, Collection, Iterator
 from ..errors import JournalCorrupt
 
 SCHEMA_VERSION = 4
+# Every journal row written from schema version 4 on carries its checksum; a database
+# migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
+# without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
+CHECKSUMS_REQUIRED_FROM = 4
+UNCHECKED_ROWS = "unchecked_rows"
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 

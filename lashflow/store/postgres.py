@@ -32,7 +32,7 @@ import asyncpg
 from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
-    SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
     Store, StoreStats,
 )
 from .leases import owner_is_dead
@@ -236,6 +236,7 @@ class PostgresStore(Store):
         self.connect_timeout = connect_timeout
         self._display = _redacted(url)
         self._pool: asyncpg.Pool | None = None
+        self._crc_required = True  # False: the database was migrated from before checksums
         self._queue: list[tuple[Commit, asyncio.Future[None]]] = []
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None
@@ -321,6 +322,11 @@ class PostgresStore(Store):
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[target]:
                     await conn.execute(statement)
+            if 0 < version < CHECKSUMS_REQUIRED_FROM:
+                await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ($1, '1') "
+                                   "ON CONFLICT (key) DO NOTHING", UNCHECKED_ROWS)
+            self._crc_required = await conn.fetchval(
+                "SELECT 1 FROM lashflow_meta WHERE key = $1", UNCHECKED_ROWS) is None
             await conn.execute(
                 "INSERT INTO lashflow_meta (key, value) VALUES ('schema_version', $1) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -644,8 +650,7 @@ class PostgresStore(Store):
         async with self._conn() as conn:
             return await self._read_journal(conn, run_id)
 
-    @staticmethod
-    async def _read_journal(conn: asyncpg.Connection,
+    async def _read_journal(self, conn: asyncpg.Connection,
                             run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         """The run's journal; a row that does not decode, or whose blob is missing, is
         ``JournalCorrupt`` (as in SQLite), never a half-read step replay would trust."""
@@ -655,7 +660,8 @@ class PostgresStore(Store):
         attempt_rows = await conn.fetch(
             "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
             "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
-        return journal_from_rows(run_id, step_rows, attempt_rows)
+        return journal_from_rows(run_id, step_rows, attempt_rows,
+                                 require_crc=self._crc_required)
 
     async def commit(self, change: Commit) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

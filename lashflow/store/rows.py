@@ -87,10 +87,12 @@ def folded_attempts(change: Commit) -> dict[str, AttemptRecord]:
             if s.status == "done" and s.step_key in marked}
 
 
-def step_from_row(run_id: str, row: Sequence[Any]) -> tuple[StepRecord, AttemptRecord | None]:
+def step_from_row(run_id: str, row: Sequence[Any], *,
+                  require_crc: bool = True) -> tuple[StepRecord, AttemptRecord | None]:
     """Decode one row of ``STEP_READ_COLUMNS``, checking what a crash, a bad disk or a hand
-    edit could have broken; with its folded first attempt, if any. Rows written before the
-    checksum existed are checked for JSON only (the engine checks what a step holds)."""
+    edit could have broken; with its folded first attempt, if any. Every row this version
+    writes has a checksum, so one without is an edit; only a database migrated from before
+    schema version 4 (``require_crc=False``) may hold older rows, checked for JSON only."""
     step_key, blob = row[0], row[11]
     text = row[6] if blob is not None else row[5]
     if blob is not None and row[6] is None:
@@ -100,6 +102,8 @@ def step_from_row(run_id: str, row: Sequence[Any]) -> tuple[StepRecord, AttemptR
         raise JournalCorrupt.of(run_id, step_key, "detail is not an object")
     detail = detail or {}
     crc = detail.pop("crc", None)
+    if crc is None and require_crc:
+        raise JournalCorrupt.of(run_id, step_key, "its outcome has no checksum")
     if crc is not None and (text is None or zlib.crc32(text.encode()) != crc):
         raise JournalCorrupt.of(run_id, step_key, "the outcome does not match its checksum")
     if blob is not None and hashlib.sha256(text.encode()).hexdigest() != blob:
@@ -124,13 +128,13 @@ def attempt_from_row(run_id: str, row: Sequence[Any]) -> AttemptRecord:
 
 
 def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
-                      attempt_rows: Sequence[Sequence[Any]]
+                      attempt_rows: Sequence[Sequence[Any]], *, require_crc: bool = True
                       ) -> tuple[list[StepRecord], list[AttemptRecord]]:
     """A run's journal from its step rows (in seq order) and attempt rows (in write order)."""
     steps: list[StepRecord] = []
     folded: list[AttemptRecord] = []
     for row in step_rows:
-        step, attempt = step_from_row(run_id, row)
+        step, attempt = step_from_row(run_id, row, require_crc=require_crc)
         steps.append(step)
         if attempt is not None:
             folded.append(attempt)

@@ -35,7 +35,7 @@ import aiosqlite
 from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
-    SCHEMA_VERSION, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
     Store, StoreStats,
 )
 from .leases import owner_is_dead
@@ -173,6 +173,11 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
+def _has_unchecked_rows(conn: sqlite3.Connection) -> bool:
+    return conn.execute(f"SELECT 1 FROM meta WHERE key = '{UNCHECKED_ROWS}'").fetchone() \
+        is not None
+
+
 class SqliteStore(Store):
     """The embedded default store. ``synchronous`` is ``FULL`` (survives power loss) or
     ``NORMAL`` (survives a killed process)."""
@@ -184,6 +189,7 @@ class SqliteStore(Store):
         self.busy_timeout = busy_timeout
         self._db: aiosqlite.Connection | None = None
         self._conn: sqlite3.Connection | None = None  # for a lone writer's inline commits
+        self._crc_required = True  # False: the file was migrated from before checksums
         self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
         self._flushing = False
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
@@ -228,6 +234,7 @@ class SqliteStore(Store):
         try:
             self._conn = await self._call(_itself)
             await self._setup_with_retry()
+            self._crc_required = not await self._call(_has_unchecked_rows)
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
             self._conn = None
             db, self._db = self._db, None
@@ -269,6 +276,9 @@ class SqliteStore(Store):
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[target]:
                     _migrate_statement(conn, statement)
+            if 0 < version < CHECKSUMS_REQUIRED_FROM:
+                conn.execute(f"INSERT OR IGNORE INTO meta (key, value) VALUES "
+                             f"('{UNCHECKED_ROWS}', '1')")
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                          (str(SCHEMA_VERSION),))
             if conn.execute("SELECT 1 FROM meta WHERE key = 'secret'").fetchone() is None:
@@ -543,8 +553,7 @@ class SqliteStore(Store):
         (never a half-decoded step that replay would take as the truth)."""
         return await self._call(lambda conn: self._read_journal(conn, run_id))
 
-    @staticmethod
-    def _read_journal(conn: sqlite3.Connection,
+    def _read_journal(self, conn: sqlite3.Connection,
                       run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         steps = conn.execute(
             f"SELECT {STEP_READ_COLUMNS} FROM steps s LEFT JOIN blobs b ON b.hash = s.blob "
@@ -552,7 +561,7 @@ class SqliteStore(Store):
         attempts = conn.execute(
             "SELECT step_key, attempt, status, code, message, detail, started_at, "
             "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)).fetchall()
-        return journal_from_rows(run_id, steps, attempts)
+        return journal_from_rows(run_id, steps, attempts, require_crc=self._crc_required)
 
     async def commit(self, change: Commit) -> None:
         await self._write(change)

@@ -61,6 +61,8 @@ EDITS: dict[str, tuple[int, str]] = {
                          "WHERE run_id = ? AND seq = 1"),
     "null_outcome": (1, "UPDATE {steps} SET outcome = NULL WHERE run_id = ? AND seq = 1"),
     "bad_detail": (1, "UPDATE {steps} SET detail = '{{\"crc\":' WHERE run_id = ? AND seq = 1"),
+    "checksum_removed": (1, "UPDATE {steps} SET detail = replace(detail, '\"crc\":', '\"crx\":') "
+                            "WHERE run_id = ? AND seq = 1"),
     "blob_edited": (2, "UPDATE {blobs} SET data = replace(data, 'yyy', 'yzy') WHERE hash IN "
                        "(SELECT blob FROM {steps} WHERE run_id = ? AND seq = 2)"),
     "blob_hash_changed": (2, "UPDATE {steps} SET blob = 'ab' || substr(blob, 3) "

@@ -1,0 +1,56 @@
+"""A run's stored source and input are checked against the hashes taken when it was
+created: edited in the database, they are not run from (issue 13 item 25)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from lashflow import Engine, PendingCompletion, RunStatus, ToolCall, ToolResult, tool
+
+CALLS: list[int] = []
+
+FLOW = """
+process p(n: int) {
+  a = await tools.wait_here({ n: n })?
+  b = await tools.count({ n: n })?
+  finish b
+}
+"""
+
+
+@tool
+async def wait_here(call: ToolCall) -> ToolResult:
+    await call.context.completion_key()
+    return ToolResult.pending(PendingCompletion())
+
+
+@tool
+async def count(n: int) -> int:
+    CALLS.append(n)
+    return n
+
+
+@pytest.mark.parametrize("edit", [
+    "UPDATE sources SET text = replace(text, 'finish b', 'finish 0')",
+    "UPDATE runs SET input = replace(input, '7', '9')",
+])
+async def test_an_edited_source_or_input_is_not_run(tmp_path: Path, edit: str) -> None:
+    CALLS.clear()
+    db = tmp_path / "t.db"
+    async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
+        parked = await engine.run(FLOW, input={"n": 7}, run_id="r")
+        key = parked.waiting[0].key
+        await engine.complete(key, ToolResult.ok(True), resume=False)
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute(edit).rowcount == 1
+    conn.close()
+    async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
+        outcome = await engine.resume("r")
+    assert outcome.status is RunStatus.NEEDS_ATTENTION
+    assert outcome.error is not None and outcome.error.code == "journal_corrupt"
+    assert "does not match its hash (edited in the database?)" in outcome.error.message
+    assert CALLS == []  # nothing ran from the edited run
