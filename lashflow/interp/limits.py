@@ -32,20 +32,35 @@ class Limits:
     max_child_depth: int = 64  # runs nested by `start` (a process that starts itself stops here)
     max_journal_bytes: int = 256 * 1024 * 1024  # what one run's prints and yields may journal
     max_batch_width: int = 10_000  # calls one fan-out `await [call for x in xs]` may form
+    max_live_bytes: int = 256 * 1024 * 1024  # estimated size of all values a run holds
+
+
+# Every so many bytes of new values (estimated), the values the run holds are measured:
+# an eighth of ``max_live_bytes``, at most 32 MiB.
+LIVE_CHECK_BYTES = 32 * 1024 * 1024
 
 
 class Meter:
-    """Countdown of the running segment plus the limits that builtins check."""
+    """Countdown of the running segment plus the limits that builtins check; ``roots``
+    are what the running interpreter holds (its variables and stack), measured against
+    ``max_live_bytes`` once ``built`` bytes of new values have been made since the last
+    measure: a run cannot pile up values, however small each is, past the limit."""
 
-    __slots__ = ("steps", "limits")
+    __slots__ = ("steps", "limits", "built", "roots", "check_every")
 
     def __init__(self) -> None:
         self.limits = Limits()
         self.steps = self.limits.max_steps
+        self.built = 0
+        self.roots: tuple[Any, ...] = ()
+        self.check_every = LIVE_CHECK_BYTES
 
-    def reset(self, limits: Limits) -> None:
+    def reset(self, limits: Limits, roots: tuple[Any, ...] = ()) -> None:
+        if limits is not self.limits:
+            self.check_every = min(LIVE_CHECK_BYTES, max(limits.max_live_bytes // 8, 1))
         self.limits = limits
         self.steps = limits.max_steps
+        self.roots = roots
 
 
 ACTIVE = Meter()
@@ -106,6 +121,7 @@ def check_str(s: str) -> str:
     if len(s) > ACTIVE.limits.max_value_bytes:
         raise too_big("a string", len(s))
     charge(len(s))
+    built(len(s))
     return s
 
 
@@ -113,6 +129,7 @@ def check_seq(seq: list | tuple) -> list | tuple:
     size = len(seq) * LIST_ITEM_BYTES
     if size > ACTIVE.limits.max_value_bytes:
         raise too_big("a list", size)
+    built(size)
     return seq
 
 
@@ -120,4 +137,52 @@ def check_record(record: dict) -> dict:
     size = len(record) * RECORD_ENTRY_BYTES
     if size > ACTIVE.limits.max_value_bytes:
         raise too_big("a record", size)
+    built(size)
     return record
+
+
+def built(size: int) -> None:
+    """``size`` bytes of new values were made; past ``LIVE_CHECK_BYTES`` since the last
+    time, measure what the run holds (amortised: one walk per 32 MiB made)."""
+    m = ACTIVE
+    m.built += size
+    if m.built >= m.check_every:
+        m.built = 0
+        check_live(m.roots)
+
+
+def check_live(roots: tuple[Any, ...]) -> None:
+    limit = ACTIVE.limits.max_live_bytes
+    size = live_size(roots, limit)
+    if size > limit:
+        raise LimitExceeded(f"the run holds about {size} bytes of values, over the limit of "
+                            f"{limit} bytes (max_live_bytes)")
+
+
+def live_size(roots: Any, stop_above: int) -> int:
+    """Estimated bytes of every value reachable from ``roots`` (each object once,
+    shared ones too), walked without recursion; stops once past ``stop_above``."""
+    total = 0
+    seen: set[int] = set()
+    todo = [roots]
+    while todo and total <= stop_above:
+        value = todo.pop()
+        kind = type(value)
+        if kind is str:
+            total += 49 + len(value)
+            continue
+        if kind is float or kind is int:
+            total += 24
+            continue
+        if kind is list or kind is tuple or kind is dict:
+            ident = id(value)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            if kind is dict:
+                total += 64 + RECORD_ENTRY_BYTES * len(value)
+                todo.extend(value.values())
+            else:
+                total += 56 + 8 * len(value)
+                todo.extend(value)
+    return total

@@ -107,7 +107,7 @@ class Interpreter:
             raise LashflowError("the run has ended", code="usage_error")
 
     def _run(self, pc: int) -> fx.Effect:
-        ACTIVE.reset(self.limits)
+        ACTIVE.reset(self.limits, (self.env, self.stack))
         self.expect = None
         self.pending = None
         code, env, stack = self.code, self.env, self.stack

@@ -260,3 +260,30 @@ def test_a_source_over_the_size_limit_is_refused_before_parsing(tmp_path: Path) 
     assert done.stderr.strip() == ("error[limit_exceeded]: /dev/zero is over 1,048,576 bytes, "
                                    "and a source may hold 262,144 characters (split it into "
                                    "several files)")
+
+
+PILE = """
+s = "x"
+for i in range(20) { s = s + s }
+l = []
+for i in range(60) {
+  PAUSE
+  l = push(l, s + to_string(i))
+}
+finish len(l)
+"""
+
+
+@pytest.mark.parametrize("pause", ["", 'e = await tools.echo({ i: i })?'])
+async def test_a_run_cannot_pile_up_values_past_its_live_limit(tmp_path: Path, pause: str) -> None:
+    """Each 1 MiB string is well under the value limit, but sixty of them are not under
+    the run's live limit, with or without an effect between two of them (item 18)."""
+    limits = Limits(max_value_bytes=4 << 20, max_live_bytes=16 << 20)
+    async with Engine(db=f"sqlite:///{tmp_path / 'live.db'}", tools=ENGINE_TOOLS,
+                      limits=limits) as engine:
+        piled = await engine.run(PILE.replace("PAUSE", pause))
+        kept = await engine.run(PILE.replace("PAUSE", pause).replace("range(60)", "range(8)"))
+    assert piled.status is RunStatus.FAILED
+    assert piled.error is not None and piled.error.code == "limit_exceeded"
+    assert "over the limit of 16777216 bytes (max_live_bytes)" in piled.error.message
+    assert kept.status is RunStatus.FINISHED and kept.result == 8
