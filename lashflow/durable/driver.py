@@ -393,7 +393,9 @@ class Driver:
         change.release_lease = True
         change.updated_at = self.clock.now()
         steps, attempts = host.journal.take_held()
-        await self.store.commit(Commit(run.run_id, drive.generation, steps, attempts, run=change))
+        wake = run.parent_run_id if change.status in SETTLED else None  # see Commit.wake
+        await self.store.commit(Commit(run.run_id, drive.generation, steps, attempts, run=change,
+                                       wake=wake, wake_at=change.updated_at or 0.0))
         host.journal.notify_steps(steps)
         run.status, run.result, run.error, run.waiting = (change.status, change.result,
                                                           change.error, change.waiting)
@@ -429,7 +431,8 @@ class Driver:
         change = RunChange("cancelled", error={"code": "cancelled", "message": message},
                            release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(drive.run.run_id, drive.generation, steps, attempts,
-                                       run=change))
+                                       run=change, wake=drive.run.parent_run_id,
+                                       wake_at=change.updated_at or 0.0))
         host.journal.notify_steps(steps)
         drive.run.status, drive.run.error, drive.run.waiting = "cancelled", change.error, []
         self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": "cancelled",

@@ -118,6 +118,10 @@ class Commit:
     steps: list[StepRecord] = field(default_factory=list)
     attempts: list[AttemptRecord] = field(default_factory=list)
     run: RunChange | None = None
+    # Another run to make due (a parent waiting on this child), in the same transaction:
+    # a crash right after the child settles cannot lose the parent's wake-up.
+    wake: str | None = None
+    wake_at: float = 0.0
 
 
 @dataclass(slots=True)

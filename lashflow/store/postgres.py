@@ -722,7 +722,7 @@ class PostgresStore(Store):
         one round trip plus the server's commit; a group that writes a row twice (which
         must apply in order) takes the statement-per-table transaction."""
         rows = _GroupRows.of(changes)
-        if rows.writes_a_row_twice():
+        if rows.writes_a_row_twice() or any(change.wake is not None for change in changes):
             ok = await self._apply_in_transaction(conn, changes, rows)
         else:
             ok = await self._apply_in_one_statement(conn, changes, rows)
@@ -797,9 +797,12 @@ class PostgresStore(Store):
     async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
                                     rows: "_GroupRows") -> set[int]:
         async with conn.transaction():
+            # the runs to wake are locked too, in the same order (no deadlocks)
             locked = await conn.fetch(
                 "SELECT run_id, generation FROM lashflow_runs WHERE run_id = ANY($1::text[]) "
-                "ORDER BY run_id FOR UPDATE", sorted({change.run_id for change in changes}))
+                "ORDER BY run_id FOR UPDATE",
+                sorted({change.run_id for change in changes}
+                       | {change.wake for change in changes if change.wake is not None}))
             generations = {row[0]: row[1] for row in locked}
             ok = {index for index, change in enumerate(changes)
                   if change.generation is None or generations.get(change.run_id) == change.generation}
@@ -829,6 +832,13 @@ class PostgresStore(Store):
                 # claimable now, or perhaps due (a spurious wake-up costs one look)
                 if any((release and status in ("queued", "running")) or status == "waiting"
                        for _, status, _, _, _, _, release, _ in runs):
+                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
+            for index, change in enumerate(changes):
+                if change.wake is not None and index in ok:
+                    await conn.execute(
+                        "UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR "
+                        "wake_at > $1 THEN $1 ELSE wake_at END WHERE run_id = $2 AND status IN "
+                        "('waiting', 'running')", float(change.wake_at), change.wake)
                     await conn.execute("SELECT pg_notify($1, '')", self._channel)
         return ok
 

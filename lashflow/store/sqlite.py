@@ -709,6 +709,10 @@ class SqliteStore(Store):
                 "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
                 (attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
                  attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at))
+        if change.wake is not None:
+            conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? "
+                         "THEN ? ELSE wake_at END WHERE run_id = ? AND status IN "
+                         "('waiting', 'running')", (change.wake_at, change.wake_at, change.wake))
         if change.run is not None:
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""

@@ -1,9 +1,12 @@
-"""Soak: many runs through one `lashflow worker` that is SIGKILLed every 1-2 s.
+"""Soak: many runs through `lashflow worker` processes SIGKILLed at random moments.
 
 Each run calls a slow tool, a flaky tool (retried), a concurrent batch, a durable
 sleep, a pending tool resolved by a resolver task in this process (first by key,
-while no worker may be alive), a non-idempotent tool and a loop of calls. The worker
-subprocess is killed at random moments and restarted at once, until every run is
+while no worker may be alive), a non-idempotent tool, a loop of calls, and starts and
+awaits a child run. The soak runs one worker on SQLite killed every 1-2 s; the crash
+campaign (slow) runs three workers on SQLite and on PostgreSQL, one of them killed every
+0.1-0.3 s, feeding new runs until at least ``LASHFLOW_CAMPAIGN_KILLS`` (200) SIGKILLs
+landed. A killed worker is restarted at once; the soak ends when every run is
 finished. Killed during the non-idempotent tool, a run stops in needs_attention; the
 operator loop (this process) retries it with ``retry_interrupted`` as an operator would
 with `lashflow resume RUN --retry-interrupted`.
@@ -20,12 +23,14 @@ Then it checks (SPEC 4):
   one execution (its nonce), never twice.
 
 ``LASHFLOW_SOAK_RUNS`` sets the number of runs (default 200, for CI);
-``LASHFLOW_SOAK_REPORT`` names a JSON file that receives the figures.
+``LASHFLOW_SOAK_REPORT`` names a JSON file that receives the figures (each test adds its
+name to it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -33,16 +38,24 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
+
+import asyncpg
+import pytest
 
 from hardening_support import ROOT, cli_env, replay_problems
-from lashflow import CompletionError, Engine, RunStatus, ToolResult
+from lashflow import CompletionError, Engine, ToolResult
+from lashflow.store import open_store
 from lashflow.store.check import check_store
+from pg_support import postgres_base_url, with_query
 
 RUNS = int(os.environ.get("LASHFLOW_SOAK_RUNS", "200"))
 DEADLINE = 120 + RUNS * 0.6  # seconds; generous, the default takes far less
+CAMPAIGN_KILLS = int(os.environ.get("LASHFLOW_CAMPAIGN_KILLS", "200"))
+CAMPAIGN_DEADLINE = 600 + CAMPAIGN_KILLS * 2.0
 
 PROCESS = """
 process job(n: int) {
@@ -57,7 +70,15 @@ process job(n: int) {
     r = await tools.slow({ n: i })?
     total = total + r.n
   }
-  finish { n: n, a: a.n, f: f.ok, b: b[0].ok, approved: ok, charged: c.n, total: total }
+  h = start kid(n: n)
+  k = await h
+  finish { n: n, a: a.n, f: f.ok, b: b[0].ok, approved: ok, charged: c.n, total: total,
+           kid: k.value }
+}
+
+process kid(n: int) {
+  r = await tools.slow({ n: n })?
+  finish r.n
 }
 """
 
@@ -114,68 +135,85 @@ async def charge(call: ToolCall) -> ToolResult:
 
 
 class Soak:
-    """The folder, the database, the worker subprocess and the figures."""
+    """The folder, the database, the worker subprocesses, the runs and the figures.
+    ``gap``: seconds between two SIGKILLs (uniform in the range); ``min_kills``: new runs
+    are fed in until that many kills landed."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, url: str, *, workers: int = 1,
+                 gap: tuple[float, float] = (1.0, 2.0), min_kills: int = 0,
+                 runs: int = RUNS, deadline: float = DEADLINE) -> None:
         self.folder = folder
-        self.url = f"sqlite:///{folder / 'soak.db'}"
+        self.url = url
         self.log = folder / "executions.log"
         self.env = cli_env(self.url)
         self.env["SOAK_LOG"] = str(self.log)
         os.environ["SOAK_LOG"] = str(self.log)  # the operator loads the same tools here
-        self.worker: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes] | None] = [None] * workers
+        self.gap, self.min_kills, self.runs, self.deadline = gap, min_kills, runs, deadline
         self.killed_pids: set[int] = set()
         self.figures: Counter[str] = Counter()
 
-    def start_worker(self) -> None:
-        self.worker = subprocess.Popen(
+    def start_worker(self, slot: int) -> None:
+        self.workers[slot] = subprocess.Popen(
             [sys.executable, "-m", "lashflow", "worker", "--concurrency", "32", "--poll", "0.05",
-             "--tools", str(self.folder / "soak.py")],
+             "--lease-ttl", "3", "--tools", str(self.folder / "soak.py")],
             env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.figures["worker_starts"] += 1
 
-    def kill_worker(self) -> None:
-        assert self.worker is not None
-        if self.worker.poll() is not None:  # it died on its own: that is a failure
-            err = self.worker.stderr.read().decode() if self.worker.stderr else ""
-            raise AssertionError(f"the worker exited by itself ({self.worker.returncode}): {err}")
-        os.kill(self.worker.pid, signal.SIGKILL)
-        self.worker.wait(timeout=30)
-        if self.worker.stderr is not None:
-            self.worker.stderr.close()
-        self.killed_pids.add(self.worker.pid)
+    def kill_worker(self, slot: int) -> None:
+        worker = self.workers[slot]
+        assert worker is not None
+        if worker.poll() is not None:  # it died on its own: that is a failure
+            err = worker.stderr.read().decode() if worker.stderr else ""
+            raise AssertionError(f"a worker exited by itself ({worker.returncode}): {err}")
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+        if worker.stderr is not None:
+            worker.stderr.close()
+        self.killed_pids.add(worker.pid)
         self.figures["sigkills"] += 1
 
-    def stop_worker(self) -> None:
-        """The end of the soak (not counted as a fault)."""
-        if self.worker is not None and self.worker.poll() is None:
-            self.kill_worker()
-            self.figures["sigkills"] -= 1
+    def stop_workers(self) -> None:
+        """The end of the soak (not counted as faults)."""
+        for slot, worker in enumerate(self.workers):
+            if worker is not None and worker.poll() is None:
+                self.kill_worker(slot)
+                self.figures["sigkills"] -= 1
 
 
 async def _killer(soak: Soak, done: asyncio.Event) -> None:
     rng = random.Random(7)
-    soak.start_worker()
+    for slot in range(len(soak.workers)):
+        soak.start_worker(slot)
     while not done.is_set():
         try:
-            await asyncio.wait_for(done.wait(), rng.uniform(1.0, 2.0))
+            await asyncio.wait_for(done.wait(), rng.uniform(*soak.gap))
         except asyncio.TimeoutError:
-            soak.kill_worker()
-            soak.start_worker()
+            slot = rng.randrange(len(soak.workers))
+            soak.kill_worker(slot)
+            soak.start_worker(slot)
 
 
 async def _resolver_and_operator(soak: Soak, engine: Engine, done: asyncio.Event) -> None:
-    """Resolves every completion key it sees (n * 10) and retries runs stopped on an
-    interrupted non-idempotent attempt; ends when every run is finished."""
+    """Resolves every completion key it sees (n * 10), retries runs stopped on an
+    interrupted non-idempotent attempt and, until ``min_kills`` SIGKILLs landed, keeps a
+    backlog of new runs; ends when every run (and child) is finished."""
     resolved: set[str] = set()
     started = time.monotonic()
     while True:
         runs = await engine.store.list_runs()
         by_status = Counter(r.status for r in runs)
-        if by_status.get("finished", 0) == RUNS:
+        parents = [r for r in runs if r.parent_run_id is None]
+        if soak.figures["sigkills"] < soak.min_kills:
+            unfinished = sum(1 for r in parents if r.status != "finished")
+            for n in range(soak.runs, soak.runs + max(0, 40 - unfinished)):
+                await engine.create(soak.folder / "soak.lash", "job", input={"n": n},
+                                    run_id=f"soak-{n:05d}")
+                soak.runs += 1
+        elif len(parents) == soak.runs and by_status.get("finished", 0) == len(runs):
             done.set()
             return
-        assert time.monotonic() - started < DEADLINE, f"not finished in time: {by_status}"
+        assert time.monotonic() - started < soak.deadline, f"not finished in time: {by_status}"
         for run in runs:
             if run.status == "failed":
                 raise AssertionError(f"run {run.run_id} failed: {run.error}")
@@ -215,9 +253,13 @@ async def _check(soak: Soak, engine: Engine) -> list[str]:
     for run in await engine.store.list_runs():
         n = run.input["n"]
         problems += [str(p) for p in await replay_problems(engine.store, run.run_id)]
-        expected = {"n": n, "a": n, "approved": n * 10, "charged": n, "total": 3}
-        if {k: run.result.get(k) for k in expected} != expected:
-            problems.append(f"{run.run_id}: result {run.result}")
+        if run.parent_run_id is not None:  # a kid: its slow call's n
+            if run.result != n:
+                problems.append(f"{run.run_id}: child result {run.result}")
+        else:
+            expected = {"n": n, "a": n, "approved": n * 10, "charged": n, "total": 3, "kid": n}
+            if {k: run.result.get(k) for k in expected} != expected:
+                problems.append(f"{run.run_id}: result {run.result}")
         steps, attempts = await engine.store.load_journal(run.run_id)
         recorded: dict[str, list[int]] = defaultdict(list)
         for attempt in attempts:
@@ -266,14 +308,15 @@ async def _check(soak: Soak, engine: Engine) -> list[str]:
     return problems
 
 
-async def test_soak_with_random_sigkills(tmp_path: Path) -> None:
-    (tmp_path / "soak.lash").write_text(PROCESS)
-    (tmp_path / "soak.py").write_text(TOOLS)
-    soak = Soak(tmp_path)
+async def _soak(soak: Soak, name: str) -> dict[str, Any]:
+    """Create the runs, kill and restart workers until they are all finished, check."""
+    (soak.folder / "soak.lash").write_text(PROCESS)
+    (soak.folder / "soak.py").write_text(TOOLS)
     started = time.monotonic()
     async with Engine(db=soak.url) as engine:
-        for n in range(RUNS):
-            await engine.create(tmp_path / "soak.lash", input={"n": n}, run_id=f"soak-{n:05d}")
+        for n in range(soak.runs):
+            await engine.create(soak.folder / "soak.lash", "job", input={"n": n},
+                                run_id=f"soak-{n:05d}")
         done = asyncio.Event()
         killer = asyncio.create_task(_killer(soak, done))
         try:
@@ -281,20 +324,64 @@ async def test_soak_with_random_sigkills(tmp_path: Path) -> None:
         finally:
             done.set()
             await killer
-            soak.stop_worker()
+            soak.stop_workers()
         elapsed = time.monotonic() - started
         problems = await _check(soak, engine)
-        statuses = Counter(r.status for r in await engine.list())
-    soak.figures.update(runs=RUNS, finished=statuses[RunStatus.FINISHED], lost=RUNS - statuses[
-        RunStatus.FINISHED], seconds=round(elapsed))
+        runs = await engine.store.list_runs()
+    parents = [r for r in runs if r.parent_run_id is None]
+    finished = sum(1 for r in parents if r.status == "finished")
+    soak.figures.update(runs=len(parents), child_runs=len(runs) - len(parents), finished=finished,
+                        lost=len(parents) - finished, workers=len(soak.workers),
+                        seconds=round(elapsed))
     figures = dict(soak.figures)
-    print("\nsoak figures:", json.dumps(figures, sort_keys=True))
+    print(f"\n{name} figures:", json.dumps(figures, sort_keys=True))
     report = os.environ.get("LASHFLOW_SOAK_REPORT")
     if report:
-        Path(report).write_text(json.dumps(figures, indent=2, sort_keys=True))
+        path = Path(report)
+        known = json.loads(path.read_text()) if path.exists() else {}
+        known[name] = figures
+        path.write_text(json.dumps(known, indent=2, sort_keys=True))
     assert problems == [], problems[:20]
-    assert figures["lost"] == 0 and figures["finished"] == RUNS
+    assert figures["lost"] == 0 and figures["finished"] == soak.runs
+    return figures
+
+
+async def test_soak_with_random_sigkills(tmp_path: Path) -> None:
+    figures = await _soak(Soak(tmp_path, f"sqlite:///{tmp_path / 'soak.db'}"), "soak")
     assert figures["sigkills"] >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_crash_campaign_three_workers(tmp_path: Path, backend: str) -> None:
+    """At least CAMPAIGN_KILLS SIGKILLs at random moments among three workers, on both
+    backends: nothing recorded runs again, every run finishes with its expected result."""
+    async with _database(tmp_path, backend) as url:
+        figures = await _soak(Soak(tmp_path, url, workers=3, gap=(0.1, 0.3),
+                                   min_kills=CAMPAIGN_KILLS, runs=60,
+                                   deadline=CAMPAIGN_DEADLINE), f"campaign-{backend}")
+    assert figures["sigkills"] >= CAMPAIGN_KILLS
+
+
+@contextlib.asynccontextmanager
+async def _database(tmp_path: Path, backend: str) -> AsyncIterator[str]:
+    """A fresh SQLite file (WAL switched on before the workers start), or a fresh schema on
+    the test PostgreSQL server, dropped afterwards."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'campaign.db'}"
+        async with open_store(url):
+            pass
+        yield url
+        return
+    base = postgres_base_url()
+    admin = await asyncpg.connect(base, timeout=10)
+    schema = f"lashflow_campaign_{uuid.uuid4().hex[:12]}"
+    try:
+        await admin.execute(f"CREATE SCHEMA {schema}")
+        yield with_query(base, search_path=schema, pool_size="5")
+    finally:
+        await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await admin.close()
 
 
 BLOCKING = '''

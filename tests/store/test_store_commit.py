@@ -273,3 +273,29 @@ async def test_a_lone_first_attempt_reads_back_the_same_on_both_backends(backend
         assert all(a.with_step is False for a in attempts)
         rows = await backend.count("attempts")
         assert rows == (2 if backend.name == "sqlite" else 3)
+
+
+async def test_a_settling_child_makes_its_parent_due_in_the_same_commit(store: Store) -> None:
+    """The parent's wake-up travels in the child's settling commit, so no crash between
+    the two can leave a parent waiting on a child that finished (found by the crash
+    campaign: a worker killed right after the child settled)."""
+    await store.create_run(RunRecord("parent", "src", None, {}, "h", status="waiting",
+                                     waiting=[{"kind": "child", "step": "s:1"}]))
+    await store.create_run(RunRecord("child", "src", "kid", {}, "h", status="running",
+                                     parent_run_id="parent"))
+    generation = await store.claim("child", "w:1:x", 30.0, 5.0)
+    assert await store.due_runs(100.0) == []
+    await store.commit(Commit("child", generation, run=RunChange("finished", result=1,
+                                                                  updated_at=7.0),
+                              wake="parent", wake_at=7.0))
+    assert await store.due_runs(100.0) == ["parent"]
+    assert (await store.get_run("parent")).wake_at == 7.0
+    # fenced: a child commit refused for a stale lease wakes nobody
+    await store.create_run(RunRecord("p2", "src", None, {}, "h", status="waiting"))
+    await store.commit(Commit("child", generation, run=RunChange("finished", result=1),
+                              wake="p2", wake_at=8.0))  # same generation: applies
+    assert (await store.get_run("p2")).wake_at == 8.0
+    await store.claim("child", "w:2:y", 30.0, 1e9)  # another worker takes the lease
+    with pytest.raises(Fenced):
+        await store.commit(Commit("child", generation, wake="parent", wake_at=1.0))
+    assert (await store.get_run("parent")).wake_at == 7.0
