@@ -5,7 +5,7 @@ sleep, a pending tool resolved by a resolver task in this process (first by key,
 while no worker may be alive), a non-idempotent tool, a loop of calls, and starts and
 awaits a child run. The soak runs one worker on SQLite killed every 1-2 s; the crash
 campaign (slow) runs three workers on SQLite and on PostgreSQL, one of them killed every
-0.1-0.3 s, feeding new runs until at least ``LASHFLOW_CAMPAIGN_KILLS`` (200) SIGKILLs
+0.05-0.15 s, feeding new runs until at least ``LASHFLOW_CAMPAIGN_KILLS`` (200) SIGKILLs
 landed. A killed worker is restarted at once; the soak ends when every run is
 finished. Killed during the non-idempotent tool, a run stops in needs_attention; the
 operator loop (this process) retries it with ``retry_interrupted`` as an operator would
@@ -357,7 +357,7 @@ async def test_crash_campaign_three_workers(tmp_path: Path, backend: str) -> Non
     """At least CAMPAIGN_KILLS SIGKILLs at random moments among three workers, on both
     backends: nothing recorded runs again, every run finishes with its expected result."""
     async with _database(tmp_path, backend) as url:
-        figures = await _soak(Soak(tmp_path, url, workers=3, gap=(0.1, 0.3),
+        figures = await _soak(Soak(tmp_path, url, workers=3, gap=(0.05, 0.15),
                                    min_kills=CAMPAIGN_KILLS, runs=60,
                                    deadline=CAMPAIGN_DEADLINE), f"campaign-{backend}")
     assert figures["sigkills"] >= CAMPAIGN_KILLS
