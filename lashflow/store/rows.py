@@ -8,7 +8,9 @@ here once, so a row that SQLite would refuse is refused by PostgreSQL too:
 - A step's ``detail`` carries ``crc``, the CRC-32 of its outcome text, so an outcome that
   still parses but was edited or cut is caught, whether it sits in the row or in a blob.
 - Outcomes above ``BLOB_THRESHOLD`` go to the blobs table, keyed by their SHA-256; a
-  missing blob, a blob changed in place or a row pointing at another blob is corrupt.
+  missing blob, a blob changed in place or a row pointing at another blob is corrupt. A
+  tool outcome's big ``value`` goes there alone (the row keeps the rest: status, times),
+  so identical outputs share one blob; older rows hold the whole outcome in the blob.
 - A step's lone first attempt may be folded into its row (key ``a1`` of ``detail``);
   decoding unfolds it, so callers never see the difference.
 
@@ -55,7 +57,8 @@ def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> An
 
 @dataclass(frozen=True, slots=True)
 class EncodedStep:
-    """A step as row values: ``outcome`` is None when the text went to blob ``blob``."""
+    """A step as row values. With a blob, ``outcome`` is the outcome without its ``value``
+    (which is ``blob_data``), or None when the whole outcome is the blob."""
 
     outcome: str | None
     blob: str | None
@@ -66,14 +69,26 @@ class EncodedStep:
 def encode_step(step: StepRecord, first: AttemptRecord | None = None) -> EncodedStep:
     """Row values for ``step``; ``first`` is an attempt to fold into the row."""
     outcome = dumps(step.outcome)
-    detail = dict(step.detail, crc=zlib.crc32(outcome.encode()))
-    if first is not None:
-        detail["a1"] = [first.status, first.code, first.message, first.started_at,
-                        first.finished_at]
+    folded = ([first.status, first.code, first.message, first.started_at, first.finished_at]
+              if first is not None else None)
     if len(outcome) <= BLOB_THRESHOLD:
-        return EncodedStep(outcome, None, None, dumps(detail))
+        return EncodedStep(outcome, None, None, _detail(step.detail, outcome, folded))
+    if isinstance(step.outcome, dict) and "value" in step.outcome:
+        value = dumps(step.outcome["value"])
+        rest = dumps({k: v for k, v in step.outcome.items() if k != "value"})
+        blob = hashlib.sha256(value.encode()).hexdigest()
+        return EncodedStep(rest, blob, value, _detail(step.detail, rest + value, folded))
     blob = hashlib.sha256(outcome.encode()).hexdigest()
-    return EncodedStep(None, blob, outcome, dumps(detail))
+    return EncodedStep(None, blob, outcome, _detail(step.detail, outcome, folded))
+
+
+def _detail(detail: dict[str, Any], checked: str, folded: list[Any] | None) -> str:
+    """The detail column: the step's detail, the checksum of what the row and its blob
+    hold, and the folded first attempt."""
+    out = dict(detail, crc=zlib.crc32(checked.encode()))
+    if folded is not None:
+        out["a1"] = folded
+    return dumps(out)
 
 
 def folded_attempts(change: Commit) -> dict[str, AttemptRecord]:
@@ -94,6 +109,7 @@ def step_from_row(run_id: str, row: Sequence[Any], *,
     writes has a checksum, so one without is an edit; only a database migrated from before
     schema version 4 (``require_crc=False``) may hold older rows, checked for JSON only."""
     step_key, blob = row[0], row[11]
+    rest = row[5] if blob is not None else None  # an outcome whose value is the blob
     text = row[6] if blob is not None else row[5]
     if blob is not None and row[6] is None:
         raise JournalCorrupt.of(run_id, step_key, f"its outcome blob {blob[:12]} is missing")
@@ -104,11 +120,14 @@ def step_from_row(run_id: str, row: Sequence[Any], *,
     crc = detail.pop("crc", None)
     if crc is None and require_crc:
         raise JournalCorrupt.of(run_id, step_key, "its outcome has no checksum")
-    if crc is not None and (text is None or zlib.crc32(text.encode()) != crc):
+    checked = (rest or "") + text if text is not None else None
+    if crc is not None and (checked is None or zlib.crc32(checked.encode()) != crc):
         raise JournalCorrupt.of(run_id, step_key, "the outcome does not match its checksum")
     if blob is not None and hashlib.sha256(text.encode()).hexdigest() != blob:
         raise JournalCorrupt.of(run_id, step_key, f"its outcome blob {blob[:12]} was changed")
     outcome = _checked_json(run_id, step_key, "outcome", text)
+    if rest is not None:
+        outcome = _with_value(run_id, step_key, rest, outcome)
     folded = detail.pop("a1", None)
     attempt = None
     if folded is not None:
@@ -118,6 +137,14 @@ def step_from_row(run_id: str, row: Sequence[Any], *,
                                 folded[3], folded[4])
     return (StepRecord(run_id, step_key, row[1], row[2], row[3], row[4], outcome, detail,
                        row[8], row[9], row[10]), attempt)
+
+
+def _with_value(run_id: str, step_key: str, rest: str, value: Any) -> dict[str, Any]:
+    outcome = _checked_json(run_id, step_key, "outcome", rest)
+    if not isinstance(outcome, dict):
+        raise JournalCorrupt.of(run_id, step_key, "its outcome is not an object")
+    outcome["value"] = value
+    return outcome
 
 
 def attempt_from_row(run_id: str, row: Sequence[Any]) -> AttemptRecord:

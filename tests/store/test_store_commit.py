@@ -114,6 +114,22 @@ async def test_outcomes_over_64_kib_go_to_one_content_addressed_blob(backend: An
     assert steps[0].outcome == 1
 
 
+async def test_identical_big_tool_values_share_one_blob_whatever_their_times(
+        backend: Any, store: Store) -> None:
+    """A tool outcome's big value is the blob, not the whole outcome (whose times differ
+    from call to call), so the same output stored twice is stored once."""
+    generation = await started_run(store, "r")
+    value = {"report": "z" * (BLOB_THRESHOLD + 10)}
+    outcomes = [{"status": "ok", "attempts": 1, "value": value, "started_at": float(i),
+                 "finished_at": i + 0.5} for i in range(3)]
+    await store.commit(Commit("r", generation, steps=[
+        StepRecord("r", f"s{i}:1", "tool", status="done", outcome=outcome, seq=i)
+        for i, outcome in enumerate(outcomes)]))
+    steps, _ = await store.load_journal("r")
+    assert [s.outcome for s in steps] == outcomes
+    assert await backend.count("blobs") == 1
+
+
 async def test_a_stale_generation_is_fenced_while_the_rest_of_its_group_commits(
         backend: Any, store: Store, count_transactions: Counter) -> None:
     stale = await started_run(store, "a")
