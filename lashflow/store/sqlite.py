@@ -27,6 +27,7 @@ import logging
 import os
 import secrets
 import sqlite3
+import threading
 import time
 from typing import Any, Callable, Collection, TypeVar
 
@@ -169,6 +170,17 @@ class _Connection(sqlite3.Connection):
         return super().execute(sql, parameters)
 
 
+async def _let_stopped_thread_finish(before: set[threading.Thread]) -> None:
+    """A failed open leaves aiosqlite's connection thread stopping, with one last answer
+    for this event loop; if the loop closes first (a CLI exits on the error), that thread
+    dies printing a traceback after our one-line error. Wait (briefly, off the loop) until
+    the threads the open started have ended."""
+    started = [t for t in threading.enumerate() if t not in before
+               and "_connection_worker_thread" in t.name]
+    if started:
+        await asyncio.to_thread(lambda: [t.join(2.0) for t in started])
+
+
 def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
@@ -190,6 +202,7 @@ class SqliteStore(Store):
         self._db: aiosqlite.Connection | None = None
         self._conn: sqlite3.Connection | None = None  # for a lone writer's inline commits
         self._crc_required = True  # False: the file was migrated from before checksums
+        self._identity: tuple[int, int] = (0, 0)  # (device, inode) of the file opened
         self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
         self._flushing = False
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
@@ -221,6 +234,7 @@ class SqliteStore(Store):
         if not self.create and not os.path.isfile(self.path):
             raise NoDatabase(f"no database at {os.path.abspath(self.path)}: nothing has run "
                              "with it yet (--db or LASHFLOW_DB names another)")
+        threads = set(threading.enumerate())
         try:
             os.makedirs(directory, exist_ok=True)
             # check_same_thread off: a lone writer commits on the loop's thread, never
@@ -229,11 +243,14 @@ class SqliteStore(Store):
                                                timeout=self.busy_timeout,
                                                check_same_thread=False, factory=_Connection)
         except (OSError, sqlite3.Error) as exc:
+            await _let_stopped_thread_finish(threads)
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
         self._db.daemon = True  # never keep a crashed process alive
         try:
             self._conn = await self._call(_itself)
             await self._setup_with_retry()
+            opened = os.stat(self.path)
+            self._identity = (opened.st_dev, opened.st_ino)
             self._crc_required = not await self._call(_has_unchecked_rows)
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
             self._conn = None
@@ -566,11 +583,24 @@ class SqliteStore(Store):
     async def commit(self, change: Commit) -> None:
         await self._write(change)
 
+    def _check_file(self) -> None:
+        """The file is still the one this store opened: a database deleted or replaced
+        under a live process would otherwise take its writes into an unlinked file, and a
+        later run would redo every step. One ``stat`` per write (about a microsecond)."""
+        try:
+            found = os.stat(self.path)
+        except OSError:
+            found = None
+        if found is None or (found.st_dev, found.st_ino) != self._identity:
+            raise DbError(f"database {self.path} was deleted or replaced while lashflow had it "
+                          "open; nothing more is written (restore it, or start again)")
+
     async def _write(self, op: Commit | _Write) -> Any:
         """Queue a write for the next group transaction; return once it is durable.
 
         ``op`` is a journal ``Commit`` (fenced by its generation) or a function run with the
         connection inside the transaction (its result is returned)."""
+        self._check_file()
         if (self.lone_writer and not self._queue and not self._flushing
                 and not self._hops and self._db is not None):
             began = time.perf_counter() if self.on_commit is not None else 0.0
@@ -659,6 +689,10 @@ class SqliteStore(Store):
                 try:
                     results.append(self._apply_op(conn, op))
                 except Exception as exc:
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back itself (disk full, I/O
+                        # error): nothing of the group is written; report the real error
+                        raise
                     conn.execute("ROLLBACK TO op")
                     if isinstance(exc, sqlite3.DatabaseError):
                         exc = self._db_error(exc)

@@ -420,3 +420,41 @@ def test_a_corrupt_run_row_is_one_clear_line_and_other_runs_still_show(tmp_path:
                                     "table is corrupt")
     assert "Traceback" not in result.stderr
     assert run_cli(env, "show", "good").returncode == 0
+
+
+@pytest.mark.parametrize("where", ["directory", "proc_mem", "long_name"])
+def test_a_path_that_cannot_be_a_database_is_one_line_every_time(tmp_path: Path,
+                                                                  where: str) -> None:
+    """aiosqlite's connection thread used to die printing a second traceback ("Event loop
+    is closed") after the one-line error, about one time in seven: ten tries, one line each."""
+    (tmp_path / "a.lash").write_text("finish 1\n")
+    (tmp_path / "adir").mkdir()
+    db = {"directory": str(tmp_path / "adir"), "proc_mem": "/proc/self/mem",
+          "long_name": str(tmp_path / ("y" * 5000))}[where]
+    for _ in range(10):
+        done = subprocess.run([sys.executable, "-m", "lashflow", "run", str(tmp_path / "a.lash"),
+                               "--db", db], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error[db_error]: cannot open database"), \
+            done.stderr[:500]
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_database_deleted_or_replaced_under_a_live_engine_is_noticed(
+        tmp_path: Path, how: str) -> None:
+    """Writes stop with a clear db_error instead of going into an unlinked file (after
+    which a new run of the same id would have redone every step)."""
+    db = tmp_path / "live.db"
+    async with Engine(db=f"sqlite:///{db}", tools=TOOLS) as engine:
+        await engine.run("finish 1", run_id="before")
+        for suffix in ("", "-wal", "-shm"):
+            path = Path(str(db) + suffix)
+            if path.exists():
+                path.unlink()
+        if how == "replaced":
+            sqlite3.connect(db).close()  # another file at the same path
+        with pytest.raises(DbError) as info:
+            await engine.run("finish 2", run_id="after")
+    assert info.value.message == (f"database {db} was deleted or replaced while lashflow had "
+                                  "it open; nothing more is written (restore it, or start again)")
