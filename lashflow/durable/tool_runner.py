@@ -10,6 +10,7 @@ attempt start is written lazily with its final outcome, in the same commit as th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from pathlib import Path
@@ -118,6 +119,10 @@ class RunAttemptJournal:
         # written with the run's next write, ADR 0009).
         self.eager = len(tools) > 1
         self.committed: set[str] = set()
+        # Members that end in the same turn of the event loop share one commit (a wide
+        # fan-out's calls all end at once): one write, not one per member.
+        self._ended: list[tuple[StepRecord, AttemptRecord]] = []
+        self._flush: asyncio.Future[None] | None = None
 
     def _attempt(self, step_key: str, attempt: int, outcome: ToolOutcome | None,
                  at: float | None = None) -> AttemptRecord:
@@ -163,14 +168,25 @@ class RunAttemptJournal:
                                 and not record.detail)
             if self.eager and outcome.status is not OutcomeStatus.PENDING:
                 self.committed.add(step_key)
-                await self.journal.commit([self.step(step_key, "done", outcome.to_json())],
-                                          [record])
+                await self._commit_ended(self.step(step_key, "done", outcome.to_json()), record)
                 return
             self.final[step_key] = record
             return
         status = "pending" if outcome.status is OutcomeStatus.PENDING else "started"
         payload = outcome.to_json() if status == "pending" else None
         await self.journal.commit([self.step(step_key, status, payload)], [record])
+
+    async def _commit_ended(self, step: StepRecord, record: AttemptRecord) -> None:
+        """Durable once the commit shared by every member ending in this turn is."""
+        self._ended.append((step, record))
+        if self._flush is None:
+            self._flush = asyncio.ensure_future(self._flush_ended())
+        await asyncio.shield(self._flush)
+
+    async def _flush_ended(self) -> None:
+        await asyncio.sleep(0)  # the members ending in this turn of the loop join in
+        ended, self._ended, self._flush = self._ended, [], None
+        await self.journal.commit([step for step, _ in ended], [record for _, record in ended])
 
 
 # --------------------------------------------------------------------------- the runner
