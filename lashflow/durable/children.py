@@ -85,14 +85,13 @@ class Children:
         await self.commands.signal(run_id, name, payload, sender=sender)
 
     async def wake_parent(self, parent_id: str) -> None:
+        """Drive a parent waiting on the child that just settled, here and now. Its
+        wake-up itself is already durable: it was in the child's settling commit
+        (``Commit.wake``), so a worker finds it due even if this process dies first."""
         parent = await self.store.get_run(parent_id)
         if parent is None or self.driver.active(parent_id) is not None:
             return
-        now = self.clock.now()
-        if parent.status == "running":  # parking on us elsewhere right now?
-            await self.store.wake(parent_id, now)
-        elif parent.status == "waiting" and any(w.get("kind") == "child" for w in parent.waiting):
-            await self.store.mark_due(parent_id, now)
+        if parent.status == "waiting" and any(w.get("kind") == "child" for w in parent.waiting):
             self.driver.follow_up(self.driver.spawn(parent_id))
 
 

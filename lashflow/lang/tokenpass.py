@@ -97,6 +97,11 @@ class Opener:
         self.fields: set[str] | None = set() if kind == "TYPE_OBJ" else None
 
 
+def _shifts(action: Any) -> bool:
+    """A ``choices()`` entry that shifts (Lark shows its actions as ``Shift``/``Reduce``)."""
+    return action is not None and str(action[0]) == "Shift"
+
+
 class TokenPass:
     """Per-parse state of the pass: raw tokens, the opener stack, pending checks."""
 
@@ -135,7 +140,7 @@ class TokenPass:
         action = self.parser.choices().get(term)
         if action is None:
             return False
-        if str(action[0]) == "Shift":
+        if _shifts(action):
             return True
         trial = self.parser.copy(deepcopy_values=False)
         try:
@@ -316,12 +321,12 @@ class TokenPass:
     def ident(self, i: int, tok: Tok) -> str:
         name = tok.value
         nxt = self.toks[i + 1].kind
-        # Fast paths for the two common cases: a key (after `.` or in a record) and a
-        # plain operand where no statement can start.
+        # Fast paths for the two common cases, decided by the current row alone: a key
+        # (after `.` or in a record) and a plain operand where no statement can start.
         row = self.parser.choices()
-        if "KEY" in row and "IDENT" not in row and self.ok("KEY"):
+        if _shifts(row.get("KEY")):
             return "KEY"
-        if "NULL" in row and "KW_BREAK" not in row and "T_LIST" not in row and self.ok("NULL"):
+        if _shifts(row.get("NULL")) and "KW_BREAK" not in row and "T_LIST" not in row:
             if name in _SPECIAL_OPERANDS:
                 return self.operand_ident(i, name, nxt)
             return "IDENT"
