@@ -5,8 +5,11 @@ Measured per width, in a fresh subprocess on a fresh SQLite file (WAL, synchrono
 - wall: `Engine.run` from call to return (compile, every call, every commit, finish);
 - start spread: from the first call's start to the last one's (the batch's own cost of
   starting N calls, one after another on one event loop);
-- lateness: each call's end past the first call's start + 0.2 s (max and p99): what the
-  batch adds on top of the sleep: start spread, loop stalls, commits on the loop.
+- lateness: each call's end past its own start + 0.2 s (p99 and max), the goal's
+  measure: how late the loop gets back to a call whose sleep is over (stalls, other
+  members' work in the way);
+- end past batch start: each call's end past the *first* call's start + 0.2 s (max),
+  stricter: it adds the start spread.
 "cold" is the process's first run (first compile, first use of everything); "warm" is a
 second run in the same process. Goal: a 1,000-wide batch within 0.2 s + 10% (0.22 s),
 worst lateness under 20 ms.
@@ -54,10 +57,12 @@ async def _worker(width: int) -> dict[str, dict[str, float]]:
                 wall = time.perf_counter() - began
                 assert outcome.result == list(range(width)), outcome.error
                 first = min(start for start, _ in spans)
-                late = sorted((end - first - SLEEP) * 1000 for _, end in spans)
+                late = sorted((end - start - SLEEP) * 1000 for start, end in spans)
                 spread = (max(start for start, _ in spans) - first) * 1000
+                behind = max(end - first - SLEEP for _, end in spans) * 1000
                 figures[label] = {"wall": wall, "max": late[-1], "spread": spread,
-                                  "p99": late[min(len(late) - 1, int(len(late) * 0.99))]}
+                                  "p99": late[min(len(late) - 1, int(len(late) * 0.99))],
+                                  "behind": behind}
     return figures
 
 
@@ -71,13 +76,13 @@ def main() -> None:
         return
     print(f"fan-out of N calls of asyncio.sleep({SLEEP}), SQLite WAL synchronous=FULL")
     print(f"{'N':>6} {'run':<5} {'wall s':>8} {'start spread ms':>16} {'lateness p99 ms':>16} "
-          f"{'lateness max ms':>16}")
+          f"{'lateness max ms':>16} {'end past batch start ms':>24}")
     for width in (int(w) for w in args.widths.split(",")):
         done = subprocess.run([sys.executable, __file__, "--worker", str(width)],
                               capture_output=True, text=True, check=True)
         for label, row in json.loads(done.stdout).items():
             print(f"{width:>6} {label:<5} {row['wall']:>8.3f} {row['spread']:>16.1f} "
-                  f"{row['p99']:>16.1f} {row['max']:>16.1f}")
+                  f"{row['p99']:>16.1f} {row['max']:>16.1f} {row['behind']:>24.1f}")
 
 
 if __name__ == "__main__":

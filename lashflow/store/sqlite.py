@@ -719,30 +719,30 @@ class SqliteStore(Store):
     @staticmethod
     def _apply_one(conn: sqlite3.Connection, change: Commit) -> None:
         folded = folded_attempts(change)
+        rows = []
         for step in change.steps:
             row = encode_step(step, folded.get(step.step_key))
             if row.blob is not None:
                 conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)",
                              (row.blob, row.blob_data))
-            conn.execute(
-                "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, outcome, "
-                "blob, detail, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT (run_id, step_key) DO UPDATE SET status = excluded.status, "
-                "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
-                "updated_at = excluded.updated_at",
-                (step.run_id, step.step_key, step.seq, step.kind, step.tool, step.args_hash,
-                 step.status, row.outcome, row.blob, row.detail, step.created_at,
-                 step.updated_at))
-        for attempt in change.attempts:
-            if folded.get(attempt.step_key) is attempt:
-                continue
-            conn.execute(
-                "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
-                "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
-                "attempt) DO UPDATE SET status = excluded.status, code = excluded.code, message = "
-                "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
-                (attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
-                 attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at))
+            rows.append((step.run_id, step.step_key, step.seq, step.kind, step.tool,
+                         step.args_hash, step.status, row.outcome, row.blob, row.detail,
+                         step.created_at, step.updated_at))
+        # one statement for all of them: a fan-out's commit holds hundreds
+        conn.executemany(
+            "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, outcome, "
+            "blob, detail, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (run_id, step_key) DO UPDATE SET status = excluded.status, "
+            "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
+            "updated_at = excluded.updated_at", rows)
+        conn.executemany(
+            "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
+            "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
+            "attempt) DO UPDATE SET status = excluded.status, code = excluded.code, message = "
+            "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
+            [(attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
+              attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at)
+             for attempt in change.attempts if folded.get(attempt.step_key) is not attempt])
         if change.wake is not None:
             conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? "
                          "THEN ? ELSE wake_at END WHERE run_id = ? AND status IN "
