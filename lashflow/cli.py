@@ -23,7 +23,7 @@ from .cli_render import (RUN_SOURCE, Display, render_outcome, render_runs, rende
                          render_waiting, run_error_text)
 from .cli_support import (EXIT_BY_STATUS, EXIT_REJECTED, LashflowGroup, caret_text, dumps,
                           no_key, no_run, nothing_yet,
-                          engine, fail, parse_age, parse_json_option, parse_when, read_source, run_async,
+                          engine, fail, freeze_startup_heap, parse_age, parse_json_option, parse_when, read_source, run_async,
                           source_or_none, stderr, stdout)
 from .errors import LashflowError, NoDatabase, UsageError
 from .states import RUN_STATUSES
@@ -348,6 +348,8 @@ def worker(
             eng.listeners.append(on_event)
             if not as_json:
                 eng.listeners.append(run_log(log_format, stdout))
+            if not once:
+                freeze_startup_heap()
             await eng.work(concurrency, stop=stop, poll=poll, idle_exit=0.0 if once else None)
             done = [await eng.get(run_id) for run_id in settled]
         if as_json:
@@ -844,9 +846,13 @@ def serve(
     config = ServeConfig(secret, processes, body_limit, drive=not no_worker,
                          console="inbox" if inbox_only else "full")
 
+    def up(line: str) -> None:
+        stderr(line)
+        freeze_startup_heap()
+
     async def go() -> int:
         await run_server(host=host, port=port, db=db, tools=tools, config=config,
-                         concurrency=concurrency, announce=stderr,
+                         concurrency=concurrency, announce=up,
                          listener=run_log(log_format, stderr))
         return 0
 

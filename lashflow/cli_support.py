@@ -8,6 +8,7 @@ exactly one JSON object on stdout, errors included.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -108,6 +109,16 @@ def reject(exc: LashflowError, as_json: bool, source: str | None = None,
 def fail(code: str, message: str, as_json: bool, **details: Any) -> NoReturn:
     """Refuse at once with a CLI-level error (bad arguments the engine never sees)."""
     raise reject(LashflowError(message, code=code, **details), as_json)
+
+
+def freeze_startup_heap() -> None:
+    """For a long-lived process (worker, serve), once it is up: what start-up made and
+    keeps for good (imported modules, tool modules, the app) moves out of the garbage
+    collector's reach, so a full collection no longer walks it. In a server that full
+    walk is a pause of tens of milliseconds at unpredictable moments, in the middle of
+    a fan-out's calls or a webhook's answer (docs/performance.md)."""
+    gc.collect()
+    gc.freeze()
 
 
 def run_async(factory: Callable[[], Awaitable[T]], as_json: bool, source: str | None = None,

@@ -45,7 +45,8 @@ class Commands:
         on here; otherwise (or if another worker holds it) mark it due for the workers."""
         check_json_text(getattr(result, "value", result))  # before anything is written
         run_id = await self.tools.deliver_completion(key, result)
-        return Delivery(run_id, await self._after_delivery(run_id, resume, lambda run: True))
+        return Delivery(run_id, await self._after_delivery(run_id, resume, lambda run: True,
+                                                           woken=True))
 
     async def signal(self, run_id: str, name: str, payload: Any = None, *,
                      resume: bool = True, sender: str | None = None) -> RunStatus:
@@ -96,22 +97,30 @@ class Commands:
         return RunStatus((await self.reads.require(run_id)).status)
 
     async def _after_delivery(self, run_id: str, resume: bool,
-                              relevant: Callable[[RunRecord], bool]) -> RunStatus:
+                              relevant: Callable[[RunRecord], bool], *,
+                              woken: bool = False) -> RunStatus:
+        """Drive the run on here (``resume``) or leave it due for the workers. ``woken``:
+        the delivery's own write already marked the run due (a completion does)."""
         run = await self.reads.require(run_id)
         if run.status == "running":  # maybe parking on it elsewhere right now: Store.wake
-            await self.store.wake(run_id, self.clock.now())
+            if not woken:
+                await self.store.wake(run_id, self.clock.now())
             return RunStatus.RUNNING
         if run.status != "waiting" or not relevant(run):
             return RunStatus(run.status)
-        if resume and self.driver.active(run_id) is None:
-            self.tools.load_for_run(run)
-            try:
-                outcome = await self.driver.join(run_id)
-                await self.driver.drain_follow_ups()
-                return outcome.status
-            except (RunBusy, MissingTools):
-                pass
-        await self.store.mark_due(run_id, self.clock.now())
+        if not resume or self.driver.active(run_id) is not None:
+            if not woken:
+                await self.store.mark_due(run_id, self.clock.now())
+            return RunStatus(run.status)
+        self.tools.load_for_run(run)
+        try:
+            outcome = await self.driver.join(run_id)
+            await self.driver.drain_follow_ups()
+            return outcome.status
+        except (RunBusy, MissingTools):
+            pass
+        if not woken:
+            await self.store.mark_due(run_id, self.clock.now())
         return RunStatus((await self.reads.require(run_id)).status)
 
 

@@ -86,9 +86,10 @@ class StoreCompletionStorage:
         return _record_from_row(row)
 
     async def settle(self, run_id: str, step_key: str, resolution: Resolution, *, now: float,
-                     respect_deadline: bool) -> tuple[CompletionRecord, Settle]:
+                     respect_deadline: bool, wake: bool = False) -> tuple[CompletionRecord, Settle]:
         row, verdict = await self.store.completion_settle(
-            run_id, step_key, resolution.to_json(), now=now, respect_deadline=respect_deadline)
+            run_id, step_key, resolution.to_json(), now=now, respect_deadline=respect_deadline,
+            wake_at=now if wake else None)
         return _record_from_row(row), Settle(verdict)
 
     async def open_waits(self, run_id: str) -> list[CompletionRecord]:

@@ -380,9 +380,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
-                                now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
+                                now: float, respect_deadline: bool, wake_at: float | None = None
+                                ) -> tuple[dict[str, Any], str]:
         """Write ``resolution`` iff none exists (and, with ``respect_deadline``, only before
-        the deadline). Returns (row, "won" | "already_resolved" | "expired")."""
+        the deadline). Returns (row, "won" | "already_resolved" | "expired"). With
+        ``wake_at``, a won resolution also does what ``wake`` does, in the same transaction."""
 
     @abc.abstractmethod
     async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]: ...

@@ -604,12 +604,12 @@ class PostgresStore(Store):
         more for nothing."""
         await self._mark(run_id, at, ("waiting", "running"))
 
+    _MARK = ("UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > $1 "
+             "THEN $1 ELSE wake_at END WHERE run_id = $2 AND status = ANY($3::text[]) "
+             "RETURNING CASE WHEN status = 'waiting' THEN pg_notify($4, '') END")
+
     async def _mark(self, run_id: str, at: float, statuses: tuple[str, ...]) -> None:
-        await self._fetchval(
-            "UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > $1 THEN $1 "
-            "ELSE wake_at END WHERE run_id = $2 AND status = ANY($3::text[]) "
-            "RETURNING CASE WHEN status = 'waiting' THEN pg_notify($4, '') END",
-            float(at), run_id, list(statuses), self._channel)
+        await self._fetchval(self._MARK, float(at), run_id, list(statuses), self._channel)
 
     async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
         # Read-modify-write of the JSON text under the row lock (a jsonb round trip would
@@ -873,7 +873,8 @@ class PostgresStore(Store):
         return self._completion_row(stored)
 
     async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
-                                now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
+                                now: float, respect_deadline: bool, wake_at: float | None = None
+                                ) -> tuple[dict[str, Any], str]:
         async with self._conn() as conn:
             async with conn.transaction():
                 # Insert-or-touch: the row exists, is locked by us and is its latest version,
@@ -890,6 +891,9 @@ class PostgresStore(Store):
                     return current, "expired"
                 await conn.execute("UPDATE lashflow_completions SET resolution = $1 WHERE run_id = $2 "
                                    "AND step_key = $3", dumps(resolution), run_id, step_key)
+                if wake_at is not None:  # the NOTIFY goes out with the commit
+                    await conn.fetchval(self._MARK, float(wake_at), run_id,
+                                        ["waiting", "running"], self._channel)
         current["resolution"] = resolution
         return current, "won"
 

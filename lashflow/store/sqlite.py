@@ -165,7 +165,11 @@ class _Connection(sqlite3.Connection):
 
     def execute(self, sql: Any, parameters: Any = (), /) -> Any:
         if type(sql) is _Op:
-            sql.value = sql.fn(self, *sql.args)
+            fn, args = sql.fn, sql.args
+            # aiosqlite's thread keeps its last job until the next one: drop the inputs
+            # (a fan-out's whole group of commits) so they are not kept alive meanwhile
+            sql.fn, sql.args = _itself, ()
+            sql.value = fn(self, *args)
             return sql
         return super().execute(sql, parameters)
 
@@ -179,6 +183,13 @@ async def _let_stopped_thread_finish(before: set[threading.Thread]) -> None:
                and "_connection_worker_thread" in t.name]
     if started:
         await asyncio.to_thread(lambda: [t.join(2.0) for t in started])
+
+
+def _wake_run(conn: sqlite3.Connection, run_id: str, at: float) -> None:
+    """Make a waiting or running run due at ``at`` (an earlier wake time stays)."""
+    conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? THEN ? "
+                 "ELSE wake_at END WHERE run_id = ? AND status IN ('waiting', 'running')",
+                 (at, at, run_id))
 
 
 def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -529,11 +540,7 @@ class SqliteStore(Store):
     async def wake(self, run_id: str, at: float) -> None:
         """``mark_due``, and on a running run too: the wake time it leaves survives the
         run's park (see ``_apply_one``), so a delivery that raced the park is not lost."""
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? THEN ? "
-                         "ELSE wake_at END WHERE run_id = ? AND status IN ('waiting', 'running')",
-                         (at, at, run_id))
-        await self._write(write)
+        await self._write(lambda conn: _wake_run(conn, run_id, at))
 
     async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -744,9 +751,7 @@ class SqliteStore(Store):
               attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at)
              for attempt in change.attempts if folded.get(attempt.step_key) is not attempt])
         if change.wake is not None:
-            conn.execute("UPDATE runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > ? "
-                         "THEN ? ELSE wake_at END WHERE run_id = ? AND status IN "
-                         "('waiting', 'running')", (change.wake_at, change.wake_at, change.wake))
+            _wake_run(conn, change.wake, change.wake_at)
         if change.run is not None:
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
@@ -793,7 +798,8 @@ class SqliteStore(Store):
         return await self._write(write)
 
     async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
-                                now: float, respect_deadline: bool) -> tuple[dict[str, Any], str]:
+                                now: float, respect_deadline: bool, wake_at: float | None = None
+                                ) -> tuple[dict[str, Any], str]:
         def write(conn: sqlite3.Connection) -> tuple[dict[str, Any], str]:
             conn.execute("INSERT OR IGNORE INTO completions (run_id, step_key) VALUES (?, ?)",
                          (run_id, step_key))
@@ -806,6 +812,8 @@ class SqliteStore(Store):
                 return current, "expired"
             conn.execute("UPDATE completions SET resolution = ? WHERE run_id = ? AND step_key = ?",
                          (dumps(resolution), run_id, step_key))
+            if wake_at is not None:
+                _wake_run(conn, run_id, wake_at)
             current["resolution"] = resolution
             return current, "won"
         return await self._write(write)  # first writer wins: check and set in one transaction

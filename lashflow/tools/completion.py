@@ -140,10 +140,13 @@ class CompletionStorage(Protocol):
         ...
 
     async def settle(
-        self, run_id: str, step_key: str, resolution: Resolution, *, now: float, respect_deadline: bool
+        self, run_id: str, step_key: str, resolution: Resolution, *, now: float, respect_deadline: bool,
+        wake: bool = False,
     ) -> tuple[CompletionRecord, Settle]:
         """Write ``resolution`` iff the row has none (creating the row if missing) and,
-        with ``respect_deadline``, only if ``now`` is before its deadline."""
+        with ``respect_deadline``, only if ``now`` is before its deadline. With ``wake``
+        (a resolution from outside the run) a won resolution also marks the run due, in
+        the same atomic write, so no crash can leave it resolved but forgotten."""
         ...
 
     async def open_waits(self, run_id: str) -> list[CompletionRecord]:
@@ -184,9 +187,10 @@ class InMemoryCompletionStorage:
         return current
 
     async def settle(
-        self, run_id: str, step_key: str, resolution: Resolution, *, now: float, respect_deadline: bool
+        self, run_id: str, step_key: str, resolution: Resolution, *, now: float, respect_deadline: bool,
+        wake: bool = False,
     ) -> tuple[CompletionRecord, Settle]:
-        key = (run_id, step_key)
+        key = (run_id, step_key)  # no runs here to wake: a waiter is woken in process
         current = self._rows.get(key) or CompletionRecord(run_id, step_key)
         if current.resolution is not None:
             return current, Settle.ALREADY_RESOLVED
@@ -237,7 +241,8 @@ class CompletionBook:
         run_id, step_key = ids
         now = self.clock.now()
         resolution = Resolution.from_result(result, at=now)
-        record, settled = await self.storage.settle(run_id, step_key, resolution, now=now, respect_deadline=True)
+        record, settled = await self.storage.settle(run_id, step_key, resolution, now=now,
+                                                    respect_deadline=True, wake=True)
         if settled is Settle.WON:
             self._wake(run_id, step_key)
             return resolution

@@ -163,6 +163,25 @@ async def test_resolution_before_the_wait_is_delivered(db_url: str) -> None:
         assert "declined" in final.error.message
 
 
+async def test_a_completion_makes_its_run_due_in_the_resolving_write(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's due mark travels in the write that resolves the key: a process that
+    dies right after that write (no second write follows) still leaves the run where
+    every worker looks."""
+    clock = FakeClock(1000.0)
+    async with Engine(db=db_url, tools=TOOLS, clock=clock) as engine:
+        outcome = await engine.run(APPROVAL, input={"n": 1})
+        assert await engine.store.due_runs(clock.now()) == []
+
+        async def no_second_write(*args: object) -> None:
+            raise AssertionError("a second write after the resolution")
+        monkeypatch.setattr(engine.store, "mark_due", no_second_write)
+        monkeypatch.setattr(engine.store, "wake", no_second_write)
+        status = await engine.complete(outcome.waiting[0].key, ToolResult.ok(True), resume=False)
+        assert status is RunStatus.WAITING
+        assert await engine.store.due_runs(clock.now()) == [outcome.run_id]
+
+
 async def test_deadline_timeout_error_as_result_and_fail_turn(db_url: str) -> None:
     clock = FakeClock(1000.0)
     source = """

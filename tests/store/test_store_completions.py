@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from lashflow.store import Store
+from lashflow.store import RunRecord, Store
 
 
 def wait_row(step_key: str = "s:0", **fields: Any) -> dict[str, Any]:
@@ -109,3 +109,33 @@ async def test_open_waits_lists_only_unresolved_waiting_rows(store: Store) -> No
     rows = await store.completion_open_waits("r")
     assert sorted(row["step_key"] for row in rows) == ["a:0", "b:0"]
     assert all(row["waiting"] and row["resolution"] is None for row in rows)
+
+
+async def test_a_won_settle_with_wake_at_makes_its_run_due_in_the_same_write(store: Store) -> None:
+    """A delivered completion and the due mark of its run are one write: no crash can
+    leave a run with a resolved key that no worker looks at."""
+    for run_id, status in (("waiting-run", "waiting"), ("running-run", "running"),
+                           ("queued-run", "queued")):
+        await store.create_run(RunRecord(run_id, "src", None, {}, "h", status=status))
+        await store.completion_open_wait(wait_row(run_id=run_id))
+    assert await store.due_runs(100.0) == []
+    _, verdict = await store.completion_settle("waiting-run", "s:0", {"ok": True, "value": 1},
+                                               now=5.0, respect_deadline=True, wake_at=5.0)
+    assert verdict == "won"
+    assert await store.due_runs(100.0) == ["waiting-run"]
+    # a running run keeps the wake time through its park (it may be parking on this key)
+    await store.completion_settle("running-run", "s:0", {"ok": True, "value": 1}, now=6.0,
+                                  respect_deadline=True, wake_at=6.0)
+    assert (await store.get_run("running-run")).wake_at == 6.0
+    # a queued run is claimable anyway: nothing to mark
+    await store.completion_settle("queued-run", "s:0", {"ok": True, "value": 1}, now=6.0,
+                                  respect_deadline=True, wake_at=6.0)
+    assert (await store.get_run("queued-run")).wake_at is None
+    # a settle that loses (already resolved) wakes nobody
+    await store.create_run(RunRecord("late", "src", None, {}, "h", status="waiting"))
+    await store.completion_settle("late", "s:0", {"ok": True, "value": 1}, now=7.0,
+                                  respect_deadline=True)
+    _, verdict = await store.completion_settle("late", "s:0", {"ok": True, "value": 2}, now=8.0,
+                                               respect_deadline=True, wake_at=8.0)
+    assert verdict == "already_resolved"
+    assert (await store.get_run("late")).wake_at is None
