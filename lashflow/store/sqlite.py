@@ -18,6 +18,12 @@ A lone writer (the engine says no other caller can be waiting to write: one run,
 CLI ``run`` or a sequential loop of ``Engine.run``) has nobody to share an fsync with, so
 its writes skip the hop and commit on the caller's thread (ADR 0008): the event loop
 waits the commit out, the run would have waited for it anyway.
+
+The small reads of the drive path (a run's row, its journal, a key's row, due runs) run
+on the caller's thread too, on a second, read-only connection (ADR 0019): a WAL reader
+never waits for the writer, a point read takes microseconds, and a hop would cost a
+thread switch each way plus a wait for the GIL while the loop is busy. If that
+connection is ever told the database is busy, the read hops to the thread after all.
 """
 
 from __future__ import annotations
@@ -212,6 +218,7 @@ class SqliteStore(Store):
         self.busy_timeout = busy_timeout
         self._db: aiosqlite.Connection | None = None
         self._conn: sqlite3.Connection | None = None  # for a lone writer's inline commits
+        self._reader: sqlite3.Connection | None = None  # for reads on the caller's thread
         self._crc_required = True  # False: the file was migrated from before checksums
         self._identity: tuple[int, int] = (0, 0)  # (device, inode) of the file opened
         self._queue: list[tuple[Commit | _Write, asyncio.Future[Any]]] = []
@@ -240,6 +247,35 @@ class SqliteStore(Store):
         finally:
             self._hops -= 1
 
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the read ``fn(conn, *args)`` on this thread, in one read transaction (one
+        snapshot for all its statements); in the connection's thread if SQLite says busy
+        (a WAL reader almost never waits: only while another process recovers the WAL)."""
+        reader = self._reader
+        if reader is not None:
+            try:
+                reader.execute("BEGIN")
+                try:
+                    return fn(reader, *args)
+                finally:
+                    reader.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode not in _BUSY_CODES:
+                    raise self._db_error(exc) from exc
+            except sqlite3.DatabaseError as exc:
+                raise self._db_error(exc) from exc
+        return await self._call(fn, *args)
+
+    def _open_reader(self) -> sqlite3.Connection:
+        reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            reader.execute("PRAGMA busy_timeout = 0")  # never wait on the loop's thread
+            reader.execute("PRAGMA query_only = 1")
+        except BaseException:
+            reader.close()
+            raise
+        return reader
+
     async def open(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         if not self.create and not os.path.isfile(self.path):
@@ -263,6 +299,7 @@ class SqliteStore(Store):
             opened = os.stat(self.path)
             self._identity = (opened.st_dev, opened.st_ino)
             self._crc_required = not await self._call(_has_unchecked_rows)
+            self._reader = self._open_reader()
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
             self._conn = None
             db, self._db = self._db, None
@@ -331,6 +368,9 @@ class SqliteStore(Store):
         while self._flushing or self._queue:
             await asyncio.sleep(0.001)
         self._conn = None
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            reader.close()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
@@ -389,7 +429,7 @@ class SqliteStore(Store):
             row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
                                (run_id,)).fetchone()
             return run_from_row(row) if row else None
-        return await self._call(read)
+        return await self._read(read)
 
     async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
         def read(conn: sqlite3.Connection) -> list[RunRecord]:
@@ -483,7 +523,7 @@ class SqliteStore(Store):
                     "SELECT run_id FROM runs WHERE cancel_requested = 1 AND run_id IN "
                     f"({','.join('?' * len(chunk))})", chunk))
             return found
-        return await self._call(read) if ids else set()
+        return await self._read(read) if ids else set()
 
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
                     steal_from_dead: bool = True) -> int | None:
@@ -520,7 +560,7 @@ class SqliteStore(Store):
             rows = conn.execute("SELECT run_id FROM runs WHERE status = 'waiting' AND wake_at IS NOT "
                                 "NULL AND wake_at <= ? ORDER BY wake_at LIMIT ?", (now, limit))
             return [row[0] for row in rows]
-        return await self._call(read)
+        return await self._read(read)
 
     async def orphaned_runs(self, now: float) -> list[str]:
         def read(conn: sqlite3.Connection) -> list[str]:
@@ -528,7 +568,7 @@ class SqliteStore(Store):
                                 "IN ('running', 'queued') ORDER BY created_at").fetchall()
             return [run_id for run_id, owner, expires in rows
                     if owner is None or expires < now or owner_is_dead(owner)]
-        return await self._call(read)
+        return await self._read(read)
 
     async def mark_due(self, run_id: str, at: float) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -575,7 +615,7 @@ class SqliteStore(Store):
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         """The run's journal; a row that cannot be trusted raises ``JournalCorrupt``
         (never a half-decoded step that replay would take as the truth)."""
-        return await self._call(lambda conn: self._read_journal(conn, run_id))
+        return await self._read(self._read_journal, run_id)
 
     def _read_journal(self, conn: sqlite3.Connection,
                       run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
@@ -781,7 +821,7 @@ class SqliteStore(Store):
         return self._completion_row(row) if row else None
 
     async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None:
-        return await self._call(lambda conn: self._read_completion(conn, run_id, step_key))
+        return await self._read(self._read_completion, run_id, step_key)
 
     async def completion_open_wait(self, row: dict[str, Any]) -> dict[str, Any]:
         def write(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -823,7 +863,7 @@ class SqliteStore(Store):
             rows = conn.execute(f"SELECT {self._COMPLETION_COLUMNS} FROM completions WHERE run_id = ? "
                                 "AND waiting = 1 AND resolution IS NULL", (run_id,))
             return [self._completion_row(row) for row in rows]
-        return await self._call(read)
+        return await self._read(read)
 
     async def add_signal(self, run_id: str, name: str, payload: Any, *,
                          sender: str | None = None) -> int:
@@ -846,4 +886,4 @@ class SqliteStore(Store):
             row = conn.execute("SELECT payload FROM signals WHERE run_id = ? AND name = ? AND "
                                "ordinal = ?", (run_id, name, ordinal)).fetchone()
             return (True, loads(row[0])) if row else (False, None)
-        return await self._call(read)
+        return await self._read(read)
