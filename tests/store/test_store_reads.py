@@ -21,16 +21,22 @@ async def opened(path: Path) -> SqliteStore:
     return store
 
 
+def record_hops(store: SqliteStore) -> list[str]:
+    """The name of each function the store sends to the connection's thread."""
+    hopped: list[str] = []
+    call = store._call
+
+    async def recording(fn, *args):  # type: ignore[no-untyped-def]
+        hopped.append(fn.__name__)
+        return await call(fn, *args)
+    store._call = recording  # type: ignore[method-assign]
+    return hopped
+
+
 async def test_reads_see_every_committed_write_at_once(tmp_path: Path) -> None:
     store = await opened(tmp_path / "j.db")
     try:
-        hopped: list[str] = []
-        call = store._call
-
-        async def recording(fn, *args):  # type: ignore[no-untyped-def]
-            hopped.append(fn.__name__)
-            return await call(fn, *args)
-        store._call = recording  # type: ignore[method-assign]
+        hopped = record_hops(store)
         for at in (5.0, 4.0, 3.0):
             await store.mark_due("r", at)
             assert (await store.get_run("r")).wake_at == at  # the write before it, seen
@@ -66,13 +72,7 @@ async def test_a_read_refused_on_the_loop_goes_to_the_thread(tmp_path: Path) -> 
     try:
         reader = BusyOnce(store._reader)  # type: ignore[arg-type]
         store._reader = reader  # type: ignore[assignment]
-        hopped: list[str] = []
-        call = store._call
-
-        async def recording(fn, *args):  # type: ignore[no-untyped-def]
-            hopped.append(fn.__name__)
-            return await call(fn, *args)
-        store._call = recording  # type: ignore[method-assign]
+        hopped = record_hops(store)
         run = await store.get_run("r")
         assert reader.refused == 1 and hopped == ["read"]
         assert run is not None and run.input == {"n": 1}
