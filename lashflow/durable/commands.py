@@ -40,13 +40,15 @@ class Commands:
         self.tools = tools
         self.reads = reads
 
-    async def deliver(self, key: str, result: Any, *, resume: bool = True) -> Delivery:
+    async def deliver(self, key: str, result: Any, *, resume: bool = True,
+                      background: bool = False) -> Delivery:
         """Resolve a completion key (first writer wins) and, with ``resume``, drive the run
-        on here; otherwise (or if another worker holds it) mark it due for the workers."""
+        on here (in the background with ``background``). The write that resolves the key
+        also marks the run due, so a worker takes it if this process does not."""
         check_json_text(getattr(result, "value", result))  # before anything is written
         run_id = await self.tools.deliver_completion(key, result)
-        return Delivery(run_id, await self._after_delivery(run_id, resume, lambda run: True,
-                                                           woken=True))
+        return Delivery(run_id, await self._after_delivery(
+            run_id, resume, lambda run: True, woken=True, background=background))
 
     async def signal(self, run_id: str, name: str, payload: Any = None, *,
                      resume: bool = True, sender: str | None = None) -> RunStatus:
@@ -98,9 +100,10 @@ class Commands:
 
     async def _after_delivery(self, run_id: str, resume: bool,
                               relevant: Callable[[RunRecord], bool], *,
-                              woken: bool = False) -> RunStatus:
-        """Drive the run on here (``resume``) or leave it due for the workers. ``woken``:
-        the delivery's own write already marked the run due (a completion does)."""
+                              woken: bool = False, background: bool = False) -> RunStatus:
+        """Drive the run on here (``resume``; started in the background and answered at
+        once with ``background``) or leave it due for the workers. ``woken``: the
+        delivery's own write already marked the run due (a completion does)."""
         run = await self.reads.require(run_id)
         if run.status == "running":  # maybe parking on it elsewhere right now: Store.wake
             if not woken:
@@ -113,6 +116,9 @@ class Commands:
                 await self.store.mark_due(run_id, self.clock.now())
             return RunStatus(run.status)
         self.tools.load_for_run(run)
+        if background:  # a run another worker holds makes this drive end at its claim
+            self.driver.spawn(run_id)
+            return RunStatus(run.status)
         try:
             outcome = await self.driver.join(run_id)
             await self.driver.drain_follow_ups()

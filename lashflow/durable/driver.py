@@ -217,19 +217,20 @@ class Driver:
 
     async def _claim_and_drive(self, run_id: str, source: Any,
                                retry_interrupted: bool) -> RunOutcome:
-        run = await self.reads.require(run_id)
-        if run.status in SETTLED:
-            return await self.reads.get(run_id)  # with its prints, as `get` gives them
-        generation = await self.store.claim(run_id, self.owner, self.lease_ttl, self.clock.now())
-        if generation is None:
+        # the claim hands back the run as claimed: no read before or after it
+        claimed = await self.store.claim_run(run_id, self.owner, self.lease_ttl, self.clock.now())
+        if claimed is None:
+            known = await self.reads.require(run_id)  # raises UnknownRun if there is none
+            if known.status in SETTLED:
+                return await self.reads.get(run_id)
             raise RunBusy(f"run {run_id} is being driven by another worker")
+        run, generation = claimed.run, claimed.run.generation
         if (self.telemetry is not None and self.telemetry.metrics is not None
-                and run.lease_owner not in (None, self.owner)):
+                and claimed.taken_from not in (None, self.owner)):
             self.telemetry.metrics.add("lashflow_lease_takeovers_total")
-        run = await self.reads.require(run_id)
         if run.status in SETTLED:
             await self._release(run, generation)
-            return await self.reads.get(run_id)
+            return await self.reads.get(run_id)  # with its prints, as `get` gives them
         try:
             _check_input(run)
             if source is not None:

@@ -299,9 +299,12 @@ class Engine:
         delivery. With ``resume`` the run is driven on here at once."""
         return (await self.commands.deliver(key, result, resume=resume)).status
 
-    async def deliver(self, key: str, result: Any, *, resume: bool = True) -> Delivery:
-        """``complete``, also telling which run the key belonged to."""
-        return await self.commands.deliver(key, result, resume=resume)
+    async def deliver(self, key: str, result: Any, *, resume: bool = True,
+                      background: bool = False) -> Delivery:
+        """``complete``, also telling which run the key belonged to. ``background`` (with
+        ``resume``): the run's drive starts here in the background and this answers at
+        once, with its status after delivery (a server answering a webhook)."""
+        return await self.commands.deliver(key, result, resume=resume, background=background)
 
     async def completion(self, key: str) -> CompletionInfo | None:
         """Where a completion key stands (None: forged, unknown or of a cancelled run)."""

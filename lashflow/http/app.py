@@ -165,7 +165,8 @@ class _Api:
         result = (ToolResult.err(body.error) if "error" in body.model_fields_set
                   else ToolResult.ok(body.result))
         try:
-            delivery = await self.engine.deliver(key, result, resume=False)
+            delivery = await self.engine.deliver(key, result, resume=self.config.drive,
+                                                 background=True)
         except CompletionError as exc:
             if exc.code == "completion_already_resolved" and _same(exc.winner, result):
                 info = await self.engine.completion(key)
@@ -173,8 +174,6 @@ class _Api:
                 return JSONResponse({"run_id": info.run_id, "status": status,
                                      "duplicate": True})
             raise
-        if self.config.drive:
-            await self.engine.drive_soon(delivery.run_id)
         return JSONResponse({"run_id": delivery.run_id, "status": delivery.status.value,
                              "duplicate": False})
 

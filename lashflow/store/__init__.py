@@ -7,14 +7,14 @@ from urllib.parse import parse_qs, urlparse
 
 from ..errors import DbError, Fenced
 from .base import (
-    AttemptRecord, Commit, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
+    AttemptRecord, Claimed, Commit, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
     RunSummary, StepRecord, Store, StoreStats,
 )
 
 DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
-    "AttemptRecord", "Commit", "Fenced", "RunChange", "RunDetail", "RunPage", "RunQuery",
+    "AttemptRecord", "Claimed", "Commit", "Fenced", "RunChange", "RunDetail", "RunPage", "RunQuery",
     "RunRecord", "RunSummary", "StepRecord", "Store", "StoreStats", "open_store", "resolve_db_url",
 ]
 

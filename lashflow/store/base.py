@@ -56,6 +56,15 @@ class RunRecord:
     meta: dict[str, Any] = field(default_factory=dict)  # where tools came from, for resume
 
 
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A run just claimed, and whose lease it was before (a takeover if not None and not
+    the claimant's)."""
+
+    run: RunRecord
+    taken_from: str | None
+
+
 @dataclass(slots=True)
 class StepRecord:
     """One journal entry: an effect's identity and (once known) its outcome.
@@ -293,10 +302,18 @@ class Store(abc.ABC):
     async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
         """Which of ``run_ids`` have a cancel requested (the cancel watcher's one query)."""
 
-    @abc.abstractmethod
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
                     steal_from_dead: bool = True) -> int | None:
         """Take the run's lease if it is free, ours or expired; returns the new generation."""
+        claimed = await self.claim_run(run_id, owner, ttl, now, steal_from_dead=steal_from_dead)
+        return None if claimed is None else claimed.run.generation
+
+    @abc.abstractmethod
+    async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
+                        steal_from_dead: bool = True) -> Claimed | None:
+        """``claim``, with the run's row as it stands once claimed (its new generation
+        included), so a driver needs no read before or after. None: no such run, or its
+        lease is another live worker's."""
 
     @abc.abstractmethod
     async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool: ...

@@ -32,7 +32,7 @@ import asyncpg
 from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
-    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
     Store, StoreStats,
 )
 from .leases import owner_is_dead
@@ -478,21 +478,22 @@ class PostgresStore(Store):
     # never waited for, so many workers can claim at once without queueing on each other.
     _CLAIM_FREE = """
         WITH target AS (
-            SELECT run_id FROM lashflow_runs
+            SELECT run_id, lease_owner AS taken_from FROM lashflow_runs
             WHERE run_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3)
             FOR UPDATE SKIP LOCKED)
         UPDATE lashflow_runs r SET lease_owner = $2, lease_expires = $4,
             generation = r.generation + 1
-        FROM target WHERE r.run_id = target.run_id RETURNING r.generation"""
+        FROM target WHERE r.run_id = target.run_id RETURNING """ + ", ".join(
+        "r." + column.strip() for column in RUN_COLUMNS.split(",")) + ", target.taken_from"
     # The fallback: take it only if nobody moved it since we looked (compare and swap).
     _CLAIM_SWAP = """
         UPDATE lashflow_runs SET lease_owner = $2, lease_expires = $4, generation = generation + 1
         WHERE run_id = $1 AND generation = $5 AND lease_owner IS NOT DISTINCT FROM $6
           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3 OR $7::boolean)
-        RETURNING generation"""
+        RETURNING """ + RUN_COLUMNS
 
-    async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
-                    steal_from_dead: bool = True) -> int | None:
+    async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
+                        steal_from_dead: bool = True) -> Claimed | None:
         """Take the lease if it is free, ours, expired or held by a dead local owner.
 
         A row locked at that instant (its holder committing, another worker claiming) is
@@ -500,9 +501,9 @@ class PostgresStore(Store):
         succeeds only if nothing moved meanwhile, so "ours" is never refused spuriously.
         """
         now, expires = float(now), float(now) + float(ttl)
-        generation = await self._fetchval(self._CLAIM_FREE, run_id, owner, now, expires)
-        if generation is not None:
-            return int(generation)
+        claimed = await self._fetchrow(self._CLAIM_FREE, run_id, owner, now, expires)
+        if claimed is not None:
+            return Claimed(run_from_row(claimed), claimed["taken_from"])
         row = await self._fetchrow("SELECT lease_owner, lease_expires, generation FROM lashflow_runs "
                                    "WHERE run_id = $1", run_id)
         if row is None:
@@ -512,9 +513,9 @@ class PostgresStore(Store):
                     and held_until >= now and owner_is_dead(holder))
         if not (holder is None or holder == owner or held_until < now or dead):
             return None
-        generation = await self._fetchval(self._CLAIM_SWAP, run_id, owner, now, expires, current,
-                                          holder, dead)
-        return None if generation is None else int(generation)
+        claimed = await self._fetchrow(self._CLAIM_SWAP, run_id, owner, now, expires, current,
+                                       holder, dead)
+        return None if claimed is None else Claimed(run_from_row(claimed), holder)
 
     async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:
         found = await self._fetchval(

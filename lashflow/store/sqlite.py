@@ -42,7 +42,7 @@ import aiosqlite
 from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
-    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
     Store, StoreStats,
 )
 from .leases import owner_is_dead
@@ -525,21 +525,24 @@ class SqliteStore(Store):
             return found
         return await self._read(read) if ids else set()
 
-    async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
-                    steal_from_dead: bool = True) -> int | None:
-        def write(conn: sqlite3.Connection) -> int | None:
-            row = conn.execute("SELECT lease_owner, lease_expires, generation FROM runs "
-                               "WHERE run_id = ?", (run_id,)).fetchone()
+    async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
+                        steal_from_dead: bool = True) -> Claimed | None:
+        def write(conn: sqlite3.Connection) -> Claimed | None:
+            row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchone()
             if row is None:
                 return None
-            holder, expires, generation = row
-            free = (holder is None or holder == owner or expires < now
+            run = run_from_row(row)
+            holder = run.lease_owner
+            free = (holder is None or holder == owner or run.lease_expires < now
                     or (steal_from_dead and owner_is_dead(holder)))
             if not free:
                 return None
+            run.lease_owner, run.lease_expires = owner, now + ttl
+            run.generation += 1
             conn.execute("UPDATE runs SET lease_owner = ?, lease_expires = ?, generation = ? "
-                         "WHERE run_id = ?", (owner, now + ttl, generation + 1, run_id))
-            return generation + 1
+                         "WHERE run_id = ?", (owner, run.lease_expires, run.generation, run_id))
+            return Claimed(run, holder)
         return await self._write(write)  # read-check-update inside one IMMEDIATE transaction
 
     async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:

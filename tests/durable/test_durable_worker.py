@@ -83,7 +83,7 @@ async def test_a_database_error_on_one_run_does_not_stop_the_worker(db_url: str,
     async with Engine(db=db_url, tools=[step]) as submitter:
         await submitter.create(FIVE, input={"name": "u"}, run_id="flaky")
     async with Engine(db=db_url, tools=[step]) as worker:
-        real_claim = worker.store.claim
+        real_claim = worker.store.claim_run
         failures = []
 
         async def claim_once_failing(*args, **kwargs):
@@ -92,7 +92,7 @@ async def test_a_database_error_on_one_run_does_not_stop_the_worker(db_url: str,
                 raise DbError("database error: database is locked")
             return await real_claim(*args, **kwargs)
 
-        worker.store.claim = claim_once_failing  # type: ignore[method-assign]
+        worker.store.claim_run = claim_once_failing  # type: ignore[method-assign]
         stop = asyncio.Event()
         task = asyncio.create_task(worker.work(2, stop=stop, poll=0.05))
         for _ in range(400):

@@ -33,6 +33,23 @@ async def test_claim_a_free_run_takes_the_lease_and_bumps_the_generation(store: 
     assert (run.lease_owner, run.lease_expires, run.generation) == ("w1", 130.0, 1)
 
 
+async def test_claim_run_hands_back_the_row_as_claimed_and_whose_lease_it_was(
+        store: Store) -> None:
+    await store.create_run(RunRecord("r", "src", None, {"n": 1}, "in", status="waiting",
+                                     meta={"m": 2}))
+    first = await store.claim_run("r", "w1", ttl=30, now=100.0)
+    assert first is not None and first.taken_from is None
+    assert first.run == await store.get_run("r")  # exactly what a read would give now
+    assert (first.run.lease_owner, first.run.lease_expires, first.run.generation) == ("w1", 130.0, 1)
+    assert (first.run.status, first.run.input, first.run.meta) == ("waiting", {"n": 1}, {"m": 2})
+    again = await store.claim_run("r", "w1", ttl=30, now=110.0)
+    assert again is not None and again.taken_from == "w1" and again.run.generation == 2
+    taken = await store.claim_run("r", "w2", ttl=30, now=200.0)  # w1's lease ran out
+    assert taken is not None and taken.taken_from == "w1" and taken.run.lease_owner == "w2"
+    assert taken.run == await store.get_run("r")
+    assert await store.claim_run("r", "w3", ttl=30, now=201.0) is None
+
+
 async def test_claim_of_an_unknown_run_is_none(store: Store) -> None:
     assert await store.claim("missing", "w1", ttl=30, now=0.0) is None
 

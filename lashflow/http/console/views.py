@@ -298,8 +298,7 @@ class Console:
             result = ToolResult.ok(_json_field(form, "result", None))
         else:
             raise LashflowError("decision: approve, reject or json", code="usage_error")
-        delivery = await self.engine.deliver(key, result, resume=False)
-        await self.engine.drive_soon(delivery.run_id)
+        delivery = await self.engine.deliver(key, result, background=True)
         return self.back(f"/inbox?{urlencode({'resolved': delivery.run_id})}")
 
 
