@@ -11,7 +11,10 @@ Measured per width, in a fresh subprocess on a fresh SQLite file (WAL, synchrono
 - end past batch start: each call's end past the *first* call's start + 0.2 s (max),
   stricter: it adds the start spread.
 "cold" is the process's first run (first compile, first use of everything); "warm" is a
-second run in the same process. Goal: a 1,000-wide batch within 0.2 s + 10% (0.22 s),
+second run in the same process; "frozen" a third, after `gc.freeze()` (what `lashflow
+worker` and `lashflow serve` do once started: a full garbage collection then no longer
+walks everything start-up made); "asyncio" is the floor: the same N sleeps gathered by
+plain asyncio in that process, nothing journaled. Goal: a 1,000-wide batch within 0.2 s + 10% (0.22 s),
 worst lateness under 20 ms.
 
 Usage: python bench/bench_fanout.py [--widths 10,100,1000]
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import subprocess
 import sys
@@ -50,7 +54,10 @@ async def _worker(width: int) -> dict[str, dict[str, float]]:
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         async with Engine(db=f"sqlite:///{Path(tmp) / 'fan.db'}", tools=[nap]) as engine:
-            for label in ("cold", "warm"):
+            for label in ("cold", "warm", "frozen"):
+                if label == "frozen":  # what `lashflow worker` and `serve` do once up
+                    gc.collect()
+                    gc.freeze()
                 spans.clear()
                 began = time.perf_counter()
                 outcome = await engine.run(source)
@@ -63,7 +70,24 @@ async def _worker(width: int) -> dict[str, dict[str, float]]:
                 figures[label] = {"wall": wall, "max": late[-1], "spread": spread,
                                   "p99": late[min(len(late) - 1, int(len(late) * 0.99))],
                                   "behind": behind}
+    # the floor: the same sleeps gathered by asyncio alone, in the same warm process
+    spans.clear()
+    began = time.perf_counter()
+    await asyncio.gather(*(_bare_nap() for _ in range(width)))
+    wall = time.perf_counter() - began
+    first = min(start for start, _ in spans)
+    late = sorted((end - start - SLEEP) * 1000 for start, end in spans)
+    figures["asyncio"] = {"wall": wall, "max": late[-1],
+                          "spread": (max(start for start, _ in spans) - first) * 1000,
+                          "p99": late[min(len(late) - 1, int(len(late) * 0.99))],
+                          "behind": max(end - first - SLEEP for _, end in spans) * 1000}
     return figures
+
+
+async def _bare_nap() -> None:
+    began = time.perf_counter()
+    await asyncio.sleep(SLEEP)
+    SPANS.append((began, time.perf_counter()))
 
 
 def main() -> None:
@@ -75,13 +99,13 @@ def main() -> None:
         print(json.dumps(asyncio.run(_worker(args.worker))))
         return
     print(f"fan-out of N calls of asyncio.sleep({SLEEP}), SQLite WAL synchronous=FULL")
-    print(f"{'N':>6} {'run':<5} {'wall s':>8} {'start spread ms':>16} {'lateness p99 ms':>16} "
+    print(f"{'N':>6} {'run':<7} {'wall s':>8} {'start spread ms':>16} {'lateness p99 ms':>16} "
           f"{'lateness max ms':>16} {'end past batch start ms':>24}")
     for width in (int(w) for w in args.widths.split(",")):
         done = subprocess.run([sys.executable, __file__, "--worker", str(width)],
                               capture_output=True, text=True, check=True)
         for label, row in json.loads(done.stdout).items():
-            print(f"{width:>6} {label:<5} {row['wall']:>8.3f} {row['spread']:>16.1f} "
+            print(f"{width:>6} {label:<7} {row['wall']:>8.3f} {row['spread']:>16.1f} "
                   f"{row['p99']:>16.1f} {row['max']:>16.1f} {row['behind']:>24.1f}")
 
 
