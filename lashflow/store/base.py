@@ -312,8 +312,8 @@ class Store(abc.ABC):
     async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
                         steal_from_dead: bool = True) -> Claimed | None:
         """``claim``, with the run's row as it stands once claimed (its new generation
-        included), so a driver needs no read before or after. None: no such run, or its
-        lease is another live worker's."""
+        included), so a driver needs no read before or after. None: no such run, a
+        settled one (nothing is written to it), or its lease is another live worker's."""
 
     @abc.abstractmethod
     async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool: ...

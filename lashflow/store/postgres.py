@@ -480,6 +480,7 @@ class PostgresStore(Store):
         WITH target AS (
             SELECT run_id, lease_owner AS taken_from FROM lashflow_runs
             WHERE run_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3)
+              AND status NOT IN ('finished', 'failed', 'cancelled')
             FOR UPDATE SKIP LOCKED)
         UPDATE lashflow_runs r SET lease_owner = $2, lease_expires = $4,
             generation = r.generation + 1
@@ -490,6 +491,7 @@ class PostgresStore(Store):
         UPDATE lashflow_runs SET lease_owner = $2, lease_expires = $4, generation = generation + 1
         WHERE run_id = $1 AND generation = $5 AND lease_owner IS NOT DISTINCT FROM $6
           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3 OR $7::boolean)
+          AND status NOT IN ('finished', 'failed', 'cancelled')
         RETURNING """ + RUN_COLUMNS
 
     async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
@@ -504,11 +506,11 @@ class PostgresStore(Store):
         claimed = await self._fetchrow(self._CLAIM_FREE, run_id, owner, now, expires)
         if claimed is not None:
             return Claimed(run_from_row(claimed), claimed["taken_from"])
-        row = await self._fetchrow("SELECT lease_owner, lease_expires, generation FROM lashflow_runs "
-                                   "WHERE run_id = $1", run_id)
-        if row is None:
+        row = await self._fetchrow("SELECT lease_owner, lease_expires, generation, status FROM "
+                                   "lashflow_runs WHERE run_id = $1", run_id)
+        if row is None or row[3] in SETTLED:
             return None
-        holder, held_until, current = row
+        holder, held_until, current, _ = row
         dead = bool(steal_from_dead and holder is not None and holder != owner
                     and held_until >= now and owner_is_dead(holder))
         if not (holder is None or holder == owner or held_until < now or dead):

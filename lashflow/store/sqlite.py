@@ -533,6 +533,8 @@ class SqliteStore(Store):
             if row is None:
                 return None
             run = run_from_row(row)
+            if run.status in SETTLED:
+                return None  # nothing to drive: left as it is, its updated_at too
             holder = run.lease_owner
             free = (holder is None or holder == owner or run.lease_expires < now
                     or (steal_from_dead and owner_is_dead(holder)))

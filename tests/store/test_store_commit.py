@@ -308,10 +308,11 @@ async def test_a_settling_child_makes_its_parent_due_in_the_same_commit(store: S
     assert (await store.get_run("parent")).wake_at == 7.0
     # fenced: a child commit refused for a stale lease wakes nobody
     await store.create_run(RunRecord("p2", "src", None, {}, "h", status="waiting"))
-    await store.commit(Commit("child", generation, run=RunChange("finished", result=1),
-                              wake="p2", wake_at=8.0))  # same generation: applies
-    assert (await store.get_run("p2")).wake_at == 8.0
-    await store.claim("child", "w:2:y", 30.0, 1e9)  # another worker takes the lease
+    await store.create_run(RunRecord("c2", "src", "kid", {}, "h", status="running",
+                                     parent_run_id="p2"))
+    stale = await store.claim("c2", "w:1:x", 30.0, 5.0)
+    await store.claim("c2", "w:2:y", 30.0, 1e9)  # another worker takes the lease over
     with pytest.raises(Fenced):
-        await store.commit(Commit("child", generation, wake="parent", wake_at=1.0))
-    assert (await store.get_run("parent")).wake_at == 7.0
+        await store.commit(Commit("c2", stale, run=RunChange("finished", result=1),
+                                  wake="p2", wake_at=8.0))
+    assert (await store.get_run("p2")).wake_at is None

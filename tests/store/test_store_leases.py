@@ -175,3 +175,12 @@ async def test_a_worker_racing_a_takeover_never_writes_after_it(backend: Any) ->
         assert len(acknowledged) <= at_takeover + 1
         steps, _ = await new_worker.load_journal("r")
         assert [s.step_key for s in steps] == acknowledged
+
+
+async def test_a_settled_run_is_not_claimed_and_not_touched(store: Store) -> None:
+    for status in ("finished", "failed", "cancelled"):
+        await store.create_run(make_run(status, status=status, updated_at=5.0))
+        assert await store.claim_run(status, "w1", ttl=30, now=100.0) is None
+        run = await store.get_run(status)
+        assert run is not None
+        assert (run.lease_owner, run.generation, run.updated_at) == (None, 0, 5.0)
