@@ -121,9 +121,12 @@ class RunAttemptJournal:
         self.eager = len(tools) > 1
         self.committed: set[str] = set()
         # Members that end in the same turn of the event loop share one commit (a wide
-        # fan-out's calls all end at once): one write, not one per member.
+        # fan-out's calls all end at once): one write, not one per member. A member does
+        # not wait for it: the batch waits for all of them (``durable``) before any
+        # answer is used, so a thousand members are not woken once more each.
         self._ended: list[tuple[StepRecord, AttemptRecord]] = []
         self._flush: asyncio.Future[None] | None = None
+        self._flushes: list[asyncio.Future[None]] = []
 
     def _attempt(self, step_key: str, attempt: int, outcome: ToolOutcome | None,
                  at: float | None = None) -> AttemptRecord:
@@ -178,16 +181,28 @@ class RunAttemptJournal:
         await self.journal.commit([self.step(step_key, status, payload)], [record])
 
     async def _commit_ended(self, step: StepRecord, record: AttemptRecord) -> None:
-        """Durable once the commit shared by every member ending in this turn is."""
+        """Queue the member for the commit shared by every member ending in this turn."""
         self._ended.append((step, record))
         if self._flush is None:
             self._flush = asyncio.ensure_future(self._flush_ended())
-        await asyncio.shield(self._flush)
+            self._flush.add_done_callback(_retrieved)  # ``durable`` may never be reached
+            self._flushes.append(self._flush)
+
+    async def durable(self) -> None:
+        """Every member commit queued so far is durable; raises what a commit raised."""
+        while self._flushes:
+            flushes, self._flushes = self._flushes, []
+            await asyncio.gather(*flushes)
 
     async def _flush_ended(self) -> None:
         await asyncio.sleep(0)  # the members ending in this turn of the loop join in
         ended, self._ended, self._flush = self._ended, [], None
         await self.journal.commit([step for step, _ in ended], [record for _, record in ended])
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # the batch that waits for it reports it; nobody else may
 
 
 # --------------------------------------------------------------------------- the runner
@@ -344,6 +359,7 @@ class ToolRunner:
         with self.store.writing() if attempts_journal.eager else contextlib.nullcontext():
             results = await self.dispatcher.batch(planned, run_id=journal.run_id,
                                                   journal=attempts_journal, cancel=cancel)
+            await attempts_journal.durable()  # before any member's answer is used
         answers: list[Any] = []
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []

@@ -45,6 +45,33 @@ async def test_a_hundred_calls_all_start_before_any_is_released(db_url: str) -> 
     assert sorted(started) == list(range(100))
 
 
+async def test_members_whose_commit_is_fenced_are_not_taken_as_recorded(db_url: str) -> None:
+    """Members do not wait for their shared commit; the batch does. When that commit is
+    refused (the lease moved to another worker meanwhile), the drive stops without using
+    a single answer and nothing of the batch is in the journal."""
+    started: list[int] = []
+    release = asyncio.Event()
+
+    @tool
+    async def hold(call: ToolCall) -> ToolResult:
+        started.append(call.input["i"])
+        await release.wait()
+        return ToolResult.ok(call.input["i"])
+
+    source = "finish await [tools.hold({ i: i })? for i in range(20)]"
+    async with Engine(db=db_url, tools=[hold]) as engine:
+        run = await engine.start(source, run_id="fenced")
+        while len(started) < 20:
+            await asyncio.sleep(0)
+        # another worker takes the run over while every member is in flight
+        assert await engine.store.claim("fenced", "elsewhere:1:x", 600.0, now=1e12) is not None
+        release.set()
+        outcome = await asyncio.wait_for(run.result(), timeout=30)
+        assert outcome.status is RunStatus.RUNNING  # left to the worker that holds it
+        steps, _ = await engine.store.load_journal("fenced")
+        assert [s.step_key for s in steps if s.kind == "tool"] == []
+
+
 async def test_results_keep_source_order_with_filters_and_wrappers(db_url: str) -> None:
     @tool
     async def late(call: ToolCall) -> ToolResult:
