@@ -7,6 +7,7 @@ The return annotation, when given, validates and serializes the output.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import typing
 from collections.abc import Callable
@@ -140,10 +141,13 @@ class FunctionTool:
             data = call.input if call.input is not None else {}
             kwargs = fast_arguments(self._fields, data) if self._plain_input else None
             if kwargs is None:
+                # built (pydantic imported) on first need, off the loop: the other calls
+                # of a batch go on meanwhile
+                model = self._input_model or await asyncio.to_thread(self._model)
                 from pydantic import ValidationError
 
                 try:
-                    parsed = self._model().model_validate(data)
+                    parsed = model.model_validate(data)
                 except ValidationError as exc:
                     return ToolResult.err(f"invalid input of {self.definition.qualified_name}:\n"
                                           f"{condensed(exc)}", code="tool_input_invalid")
@@ -155,9 +159,9 @@ class FunctionTool:
             if not returned.is_ok or self._returns is None:
                 return returned
             returned = returned.value
-        return self._checked_output(returned)
+        return await self._checked_output(returned)
 
-    def _checked_output(self, value: Any) -> ToolResult:
+    async def _checked_output(self, value: Any) -> ToolResult:
         if self._returns is None:
             try:
                 return ToolResult.ok(value)
@@ -165,9 +169,11 @@ class FunctionTool:
                 return ToolResult.failure(f"tool output is not JSON data: {exc}", code="tool_output_invalid")
         if fast_output(self._returns, value):
             return ToolResult.ok(value)
+        # built on first need, off the loop (importing pydantic and building a validator
+        # takes ~80 ms the first time: no other call of a batch may wait for that)
+        adapter = self._output_adapter or await asyncio.to_thread(self._adapter)
         from pydantic import ValidationError
 
-        adapter = self._adapter()
         try:
             validated = adapter.validate_python(value)
             return ToolResult.ok(adapter.dump_python(validated, mode="json"))

@@ -14,8 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from lashflow.tools._json import plain_json
+
 REQUIRED: Any = ...  # the marker the decorator uses for a parameter without default
 
+_EXACT = 2**53  # ints up to this size are exactly a float
 _SCALARS: dict[Any, str] = {int: "integer", float: "number", str: "string", bool: "boolean"}
 _DEFAULT_TYPES = (type(None), bool, int, float, str)  # immutable: safe to hand out as-is
 
@@ -81,7 +84,10 @@ def fast_arguments(fields: dict[str, tuple[Any, Any]], data: Any) -> dict[str, A
         if name in data:
             value = data[name]
             if not _fits(annotation, value):
-                return None
+                if annotation is float and type(value) is int and abs(value) <= _EXACT:
+                    value = float(value)  # what pydantic makes of `1` for a float (lax)
+                else:
+                    return None
             kwargs[name] = value
             found += 1
         elif default is REQUIRED:
@@ -94,7 +100,10 @@ def fast_arguments(fields: dict[str, tuple[Any, Any]], data: Any) -> dict[str, A
 
 
 def fast_output(annotation: Any, value: Any) -> bool:
-    """True when ``value`` is already what pydantic would dump for a scalar annotation."""
+    """True when ``value`` is already what pydantic would dump for a plain annotation
+    (a scalar, or a ``dict``/``list`` of plain JSON data)."""
     if annotation is float:
         return type(value) is float and math.isfinite(value)
+    if annotation is dict or annotation is list:
+        return type(value) is annotation and plain_json(value)
     return annotation in (int, str, bool) and type(value) is annotation

@@ -68,6 +68,8 @@ def test_other_annotations_and_mutable_defaults_are_left_to_pydantic() -> None:
 INPUTS: list[Any] = [
     {"i": 1, "x": 2.5, "s": "s", "b": True, "d": {"k": 1}, "l": [1], "a": None},
     {"i": 1, "x": 2, "s": "s", "b": False, "d": {}, "l": [], "a": [1]},        # int -> float
+    {"i": 1, "x": -(2**53), "s": "s", "b": False, "d": {}, "l": [], "a": 1},   # exact float
+    {"i": 1, "x": 2**60 + 1, "s": "s", "b": False, "d": {}, "l": [], "a": 1},  # rounded
     {"i": "7", "x": 2.5, "s": "s", "b": True, "d": {}, "l": [], "a": 1},       # coerced str
     {"i": True, "x": 2.5, "s": "s", "b": True, "d": {}, "l": [], "a": 1},      # bool as int
     {"i": 1.0, "x": 2.5, "s": "s", "b": 1, "d": {}, "l": [], "a": 1},          # lax numbers
@@ -133,8 +135,110 @@ def test_a_plain_tool_module_loads_and_runs_without_importing_pydantic(tmp_path:
         "async def tick(i: int, note: str = '') -> int:\n"
         "    return i + 1\n"
         "out = asyncio.run(tick.execute(ToolCall({'i': 1}, 'tick', 'tools')))\n"
-        "assert out.value == 2, out\n"
-        "print('pydantic' in sys.modules)\n")
+        "assert out.value == 2, out\n")
+    assert pydantic_modules_after(script) == []
+
+
+def pydantic_modules_after(script: str) -> list[str]:
+    """The pydantic modules a fresh interpreter has imported once ``script`` ran."""
+    script += "print(' '.join(sorted(m for m in sys.modules if m.startswith('pydantic'))))\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    return done.stdout.split()
+
+
+@tool
+async def echo_dict(v: Any) -> dict:
+    return v
+
+
+@tool
+async def echo_list(v: Any) -> list:
+    return v
+
+
+CONTAINERS: list[Any] = [
+    {}, {"a": 1, "b": [1.5, None, True, "x", {"c": []}]}, {"x": float("inf")},
+    {"x": float("nan")}, {1: "int key"}, {"t": (1, 2)}, {"s": {1, 2}}, {"deep": [[[[1]]]]},
+    [], [1, "a", {"k": None}], [(1, 2)], [float("-inf")], "not a dict", 5,
+]
+
+
+@pytest.mark.parametrize("value", CONTAINERS)
+async def test_dict_and_list_outputs_agree(value: Any) -> None:
+    """`-> dict` and `-> list` tools answer what pydantic's adapter answers, but plain JSON
+    data takes a path with no pydantic (its first use costs ~80 ms in the middle of a
+    batch)."""
+    for fn, annotation in ((echo_dict, dict), (echo_list, list)):
+        fast = await fn.execute(ToolCall({"v": value}, fn.definition.name, "tools"))
+        adapter = TypeAdapter(annotation)
+        try:
+            expected = ToolResult.ok(adapter.dump_python(adapter.validate_python(value),
+                                                         mode="json"))
+        except Exception:
+            assert not fast.is_ok and fast.code == "tool_output_invalid"
+            continue
+        assert same(fast, expected), (fn, value, fast, expected)
+
+
+async def test_a_returned_dict_is_copied_so_later_changes_do_not_reach_the_journal() -> None:
+    shared: dict[str, Any] = {"n": 1, "items": [1]}
+
+    @tool
+    async def leaky() -> dict:
+        return shared
+
+    out = await leaky.execute(ToolCall({}, "leaky", "tools"))
+    shared["n"] = 2
+    shared["items"].append(2)
+    assert out.value == {"n": 1, "items": [1]}
+    listed = ToolResult.ok([1, 2])
+    assert listed.value == [1, 2]
+
+
+def test_a_dict_returning_fan_out_runs_without_importing_pydantic(tmp_path: Any) -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from lashflow import Engine, tool\n"
+        "@tool\n"
+        "async def fetch(url: str) -> dict:\n"
+        "    return {'url': url, 'size': len(url), 'tags': ['a', None, 1.5]}\n"
+        "async def main():\n"
+        f"    async with Engine(db='sqlite:///{tmp_path / 'x.db'}', tools=[fetch]) as engine:\n"
+        "        out = await engine.run('finish await [tools.fetch({ url: u })? "
+        "for u in [\"a\", \"bb\"]]')\n"
+        "        assert out.result[1] == {'url': 'bb', 'size': 2, 'tags': ['a', None, 1.5]}, out\n"
+        "asyncio.run(main())\n")
+    assert pydantic_modules_after(script) == []
+
+
+async def test_a_validator_needed_mid_batch_is_built_off_the_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call whose input needs pydantic (an int where a float is declared) builds the
+    model on first need in a thread: the loop goes on meanwhile. The build here waits
+    for an event only the loop sets, so a build on the loop would never finish."""
+    import asyncio
+    import threading
+
+    from lashflow.tools.decorator import FunctionTool
+
+    @tool
+    async def scale(x: float) -> float:
+        return x * 2
+
+    gate = threading.Event()
+    built = FunctionTool._model
+
+    def gated_model(self: FunctionTool) -> Any:
+        assert gate.wait(10), "the model was built on the loop: nothing else could run"
+        return built(self)
+
+    monkeypatch.setattr(FunctionTool, "_model", gated_model)
+
+    async def open_gate() -> None:
+        await asyncio.sleep(0)
+        gate.set()
+
+    out, _ = await asyncio.gather(scale.execute(ToolCall({"x": 3}, "scale", "tools")),
+                                  open_gate())
+    assert out.is_ok and out.value == 6.0
