@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 _PLAIN = (str, int, float, bool, type(None))
@@ -50,9 +51,12 @@ def jsonable(value: Any) -> Any:
         return value
     if isinstance(value, list) and all(isinstance(v, _PLAIN) for v in value):
         return list(value)  # a copy: the tool may go on changing its own list
-    if plain_json(value):  # no pydantic_core (its first import alone is ~15 ms)
+    # pydantic_core copies plain data fastest, but its first import (~15 ms) must not
+    # stall a batch's other calls: until something has imported it, plain data is
+    # copied here (a JSON round trip, at C speed)
+    if "pydantic_core" not in sys.modules and plain_json(value):
         try:
-            return json.loads(json.dumps(value))  # a deep copy, at C speed
+            return json.loads(json.dumps(value))
         except RecursionError:  # nested too deep for the C encoder: pydantic's walk
             pass
     from pydantic_core import to_jsonable_python
