@@ -16,7 +16,7 @@ Two kinds of load, a row each:
   the world; latency counts from each POST's due time even when every client was busy.
   This is the row the latency goal is about.
 
-    python bench/bench_http.py [--runs 1000] [--clients 1,50] [--rates 100,200]
+    python bench/bench_http.py [--runs 1000] [--clients 1,50] [--rates 100,200,300]
                                [--backends sqlite,postgres]
 
 PostgreSQL: $LASHFLOW_TEST_POSTGRES_URL or postgresql://postgres@127.0.0.1:5432/test; a
@@ -248,7 +248,7 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--clients", default="1,50",
                         help="comma-separated: a closed-loop row per number of clients")
-    parser.add_argument("--rates", default="100,200",
+    parser.add_argument("--rates", default="100,200,300",
                         help="comma-separated: an open-loop row (50 clients) per offered "
                              "rate of completions per second")
     parser.add_argument("--backends", default="sqlite,postgres")
