@@ -154,3 +154,27 @@ async def test_sigkill_while_completions_arrive(server: Server) -> None:
             steps = (await client.get(f"/v1/runs/{run_id}/steps", headers=AUTH)).json()["steps"]
             assert len(steps) == 1 and len(steps[0]["attempt_log"]) == 1
     assert server.stop() == 0
+
+
+FROZEN_LASH = 'process frozen() {\n  n = await tools.frozen_objects({})?\n  finish n\n}\n'
+FROZEN_PY = '''
+import gc
+from lashflow import tool
+
+@tool
+async def frozen_objects() -> int:
+    return gc.get_freeze_count()
+'''
+
+
+async def test_the_server_freezes_its_start_up_heap(tmp_path: Path) -> None:
+    """Once up, `lashflow serve` moves what start-up made out of the collector's reach
+    (ADR 0021): a tool run by its worker loop sees a frozen heap."""
+    with serving(tmp_path, {"frozen.lash": FROZEN_LASH, "frozen.py": FROZEN_PY}) as running:
+        async with httpx.AsyncClient(base_url=running.url, timeout=30) as client:
+            started = await client.post("/v1/runs", headers=AUTH,
+                                        json={"file": "frozen.lash", "run_id": "f"})
+            assert started.status_code == 202, started.text
+            done = await until(client, "f", "finished")
+        running.stop()
+    assert done["result"] > 10_000  # the imported web stack, the parser's tables...
