@@ -7,8 +7,12 @@ import json
 from typing import Any
 
 
+# one encoder: ``json.dumps`` with options would build a new one for every call
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(data)
 
 
 def digest(data: Any) -> str:

@@ -118,7 +118,7 @@ class DurableHost:
         answers: list[Any] = [None] * len(calls)
         fresh: list[tuple[int, fx.ToolCall, Any, StepRecord | None]] = []
         for index, call in enumerate(calls):
-            payload = to_json(call.input)
+            payload = call.input  # already JSON data (``tool_input``)
             record = journal.get(call.step)
             if record is None:
                 fresh.append((index, call, payload, None))
