@@ -249,6 +249,9 @@ class Driver:
         return await self._drive_claimed(drive, fresh=False)
 
     async def _compile_stored(self, run: RunRecord, generation: int) -> Compiled:
+        compiled = self.programs.cached(run.source_hash)
+        if compiled is not None:  # compiled here from a text with exactly this digest
+            return compiled
         text = await self.store.get_source(run.source_hash)
         if text is None:
             raise DbError(f"run {run.run_id}: its source is missing from the database")

@@ -128,6 +128,11 @@ class Programs:
         compiled = self._compiled.get(source_digest(source))
         return compiled.module if compiled is not None else parse(source)
 
+    def cached(self, source_hash: str) -> Compiled | None:
+        """The program compiled here from the text whose digest is ``source_hash``, if
+        any (its text hashed to that when it was compiled)."""
+        return self._compiled.get(source_hash)
+
     def compile(self, source: str) -> Compiled:
         """Parse, link against the registered tools and compile; cached per source text."""
         source_hash = source_digest(source)

@@ -838,11 +838,8 @@ class PostgresStore(Store):
                     await conn.execute("SELECT pg_notify($1, '')", self._channel)
             for index, change in enumerate(changes):
                 if change.wake is not None and index in ok:
-                    await conn.execute(
-                        "UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR "
-                        "wake_at > $1 THEN $1 ELSE wake_at END WHERE run_id = $2 AND status IN "
-                        "('waiting', 'running')", float(change.wake_at), change.wake)
-                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
+                    await conn.fetchval(self._MARK, float(change.wake_at), change.wake,
+                                        ["waiting", "running"], self._channel)
         return ok
 
     # -- completions and signals ---------------------------------------------------------
