@@ -424,6 +424,23 @@ def check(
 
 
 @app.command()
+def fmt(
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", show_default=False,
+                                       help=".lash files, or folders to search for them."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; name the files that "
+                               "would change and exit 1 if there are any (for CI)."),
+    diff: bool = typer.Option(False, "--diff", help="Write nothing; print what would change."),
+) -> None:
+    """Rewrite .lash files in the one canonical layout (comments kept, meaning unchanged).
+
+    Names each file it changes; exit 2 if a file cannot be read or does not parse.
+    """
+    from .fmt import format_paths
+
+    raise typer.Exit(format_paths(paths, check=check, diff=diff, out=stdout, err=stderr))
+
+
+@app.command()
 def graph(
     file: Path = typer.Argument(..., metavar="FILE",
                                 help="The .lash file to draw.", show_default=False),

@@ -24,12 +24,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from lashflow.errors import LashflowError
 from lashflow.lang import ast as A
 from lashflow.lang.parser import parse
-from lashflow.lang.printer import quote
+from lashflow.lang.printer import (BINARY_LEVEL, EXPR, OR, POSTFIX, PRIMARY, TERNARY, UNARY,
+                                    precedence, quote)
 from lashflow.lang.scans import starts_ternary
 from lashflow.lang.tokens import Tok, tokenize
 
@@ -38,10 +39,6 @@ __all__ = ["FormatError", "format_source", "program_shape", "comments_of"]
 INDENT = 2
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _COMMENT = re.compile(r"(?:#|//)[^\n]*")
-# Precedence levels, lowest first (as in grammar/lashlang.lark).
-EXPR, TERNARY, OR, AND, CMP, ADD, MUL, UNARY, POSTFIX, PRIMARY = range(10)
-_BINARY_LEVEL = {"or": OR, "and": AND, "==": CMP, "!=": CMP, "<": CMP, "<=": CMP, ">": CMP,
-                 ">=": CMP, "+": ADD, "-": ADD, "*": MUL, "/": MUL, "%": MUL}
 # Words that change meaning when a `{` follows them (`Type {`, `start {`, `parallel {`).
 _BRACE_WORDS = re.compile(r"(?:^|[^A-Za-z0-9_.])(?:Type|start|parallel)\Z")
 
@@ -509,7 +506,7 @@ class _Printer:
             operand = self.expr(node.operand, UNARY)
             return _cat("-" if node.op == "-" else "not ", operand)
         if isinstance(node, A.Binary):
-            level = _BINARY_LEVEL[node.op]
+            level = BINARY_LEVEL[node.op]
             return _cat(self.expr(node.left, level), f" {node.op} ",
                         self.expr(node.right, level + 1))
         if isinstance(node, A.Ternary):
@@ -553,17 +550,13 @@ def _key(name: str) -> str:
 
 
 def _level(node: A.Expr) -> int:
-    if isinstance(node, (A.Sleep, A.TupleLit)):
-        return EXPR if isinstance(node, A.Sleep) else PRIMARY
-    if isinstance(node, A.Ternary):
-        return TERNARY
-    if isinstance(node, A.Binary):
-        return _BINARY_LEVEL[node.op]
-    if isinstance(node, (A.Unary, A.Await)):
-        return UNARY
-    if isinstance(node, (A.Field, A.Index, A.ReceiverCall, A.Unwrap)):
+    """As the canonical printer's, except that an unwrap is printed bare (``x?``, with
+    parentheses only where a ternary would take it) and a tuple always has its own."""
+    if isinstance(node, A.Unwrap):
         return POSTFIX
-    return PRIMARY
+    if isinstance(node, A.TupleLit):
+        return PRIMARY
+    return precedence(node)
 
 
 # --------------------------------------------------------------------------- rendering
