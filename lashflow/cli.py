@@ -378,15 +378,15 @@ def check(
     text = source_or_none(file)
 
     async def catalog() -> Any:
-        """The tools the file links against: its ``.py`` beside it and ``--tools``, loaded
-        into a registry of their own (no database is opened to check a file)."""
+        """The tools the file links against (``--tools``, the project's config, the ``.py``
+        beside it), loaded into a registry of their own (no database is opened)."""
         from .lang.catalog import Catalog
-        from .tools import ToolRegistry, load_tool_modules, tools_in_module
+        from .tools import ToolRegistry, tools_in_module
+        from .tools.loading import tool_modules_for
 
         read_source(file)
-        beside = file.with_suffix(".py")
         registry = ToolRegistry()
-        for module in load_tool_modules([*tools, *([str(beside)] if beside.exists() else [])]):
+        for module in tool_modules_for(file, tools):
             registry.add(*tools_in_module(module))
         return Catalog.of(registry.definitions())
 

@@ -94,6 +94,15 @@ class Linker:
     # ------------------------------------------------------------------ declarations
 
     def run(self) -> None:
+        for decl in self.declare():
+            if isinstance(decl, A.ProcessDecl):
+                self.process_body(decl)
+        self.entry(None, self.module.main, {})
+
+    def declare(self) -> list[Any]:
+        """Check the declarations (names, types, process signatures) in source order and
+        return them in that order. Each body is then checked on its own, against them
+        alone: the language server re-checks just the body that was edited."""
         decls: list[Any] = sorted(
             [*self.module.types, *self.module.processes], key=lambda d: d.span.start
         )
@@ -107,10 +116,7 @@ class Linker:
                 self.resolve_named(decl.name, decl)
             else:
                 self.signature(decl)
-        for decl in decls:
-            if isinstance(decl, A.ProcessDecl):
-                self.process_body(decl)
-        self.entry(None, self.module.main, {})
+        return decls
 
     def resolve_named(self, name: str, node: Any) -> T.SType:
         if name in self.resolved:
