@@ -441,6 +441,14 @@ def fmt(
 
 
 @app.command()
+def lsp(tools: list[str] = ToolsOption) -> None:
+    """Run the Lashlang language server on stdin/stdout, for editors (docs/editors.md)."""
+    from .lsp import serve
+
+    serve(tools)
+
+
+@app.command()
 def graph(
     file: Path = typer.Argument(..., metavar="FILE",
                                 help="The .lash file to draw.", show_default=False),
