@@ -265,3 +265,25 @@ def test_builtin_signatures_cover_every_builtin(unused: None) -> None:
     from lashflow.lsp.features import BUILTIN_SIGNATURES
 
     assert set(BUILTINS) <= set(BUILTIN_SIGNATURES)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER_TOOLS = ROOT / "tests" / "workers" / "worker_tools.py"
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[
+    sys.executable, "-m", "lashflow", "lsp", "--tools", str(WORKER_TOOLS)]))
+async def repo_client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    await lsp_client.initialize_session(T.InitializeParams(
+        capabilities=pytest_lsp.client_capabilities("neovim"), root_uri=ROOT.as_uri()))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_no_diagnostic_on_any_lash_file_of_the_repository(repo_client: LanguageClient) -> None:
+    files = sorted(p for p in ROOT.glob("**/*.lash") if "node_modules" not in p.parts
+                   and not any(part.startswith(".") for part in p.relative_to(ROOT).parts))
+    assert len(files) >= 8
+    for path in files:
+        editor = Editor(repo_client, path, path.read_text(encoding="utf-8"))
+        assert await editor.open() == [], path
