@@ -477,7 +477,7 @@ class Linker:
 
     def resolve_receiver(self, e: A.ReceiverCall, env: Env) -> Operation | None:
         """Find the module behind ``receiver.op(...)``; fills ``e.module`` when static."""
-        path = _path_of(e.receiver)
+        path = path_of(e.receiver)
         not_authority = f"receiver for operation `{e.operation}` is not a module authority"
         if path is None:
             receiver = self.expr(e.receiver, env)
@@ -614,7 +614,7 @@ def _is_text(t: T.SType) -> bool:
     return t == T.STR or isinstance(t, (T.StrLit, T.Enum))
 
 
-def _path_of(node: Any) -> str | None:
+def path_of(node: Any) -> str | None:  # also where the language server finds tool calls
     """``a.b.c`` as a dotted path if ``node`` is a plain name or a chain of fields."""
     parts: list[str] = []
     while isinstance(node, A.Field):

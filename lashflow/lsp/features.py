@@ -17,7 +17,7 @@ from lashflow.lang.printer import print_type
 from lashflow.lang.tokens import RESERVED, tokenize
 from lashflow.lang.diagnostics import LangError
 from lashflow.lsp.analysis import Analysis
-from lashflow.lsp.symbols import Index, Occurrence
+from lashflow.lsp.symbols import Cache, Index, Occurrence
 
 BUILTIN_SIGNATURES: dict[str, tuple[str, str]] = {
     "len": ("len(value) -> int", "Length of a string, list, tuple or record."),
@@ -152,13 +152,15 @@ def tool_snippet(tool: ToolInfo) -> str:
 class Context:
     """The document as the features see it: text, analysis, index and tools."""
 
-    def __init__(self, analysis: Analysis, tools: dict[tuple[str, str], ToolInfo]) -> None:
+    def __init__(self, analysis: Analysis, tools: dict[tuple[str, str], ToolInfo],
+                 cache: Cache | None = None) -> None:
         self.analysis = analysis
         self.text = analysis.text
         self.tools = tools
         self.modules = {module for module, _ in tools}
         module = analysis.module
-        self.index = Index(module, self.text, self.modules) if module is not None else None
+        self.index = Index(analysis.chunks, module, self.text, self.modules,
+                           {} if cache is None else cache) if module is not None else None
 
     def process_at(self, offset: int) -> A.ProcessDecl | None:
         chunk = self.analysis.chunk_containing(offset)
@@ -211,11 +213,12 @@ def process_signature(p: A.ProcessDecl) -> str:
     return text
 
 
-def _open_brackets(text: str, offset: int) -> list[tuple[int, Any]] | None:
-    """The raw tokens before ``offset`` and the indexes of the brackets still open there
-    (None inside a string or comment, where nothing is completed)."""
+def _open_brackets(text: str, offset: int, start: int) -> list[tuple[int, Any]] | None:
+    """The raw tokens from ``start`` (where the top-level item begins) to ``offset`` and
+    the indexes of the brackets still open there (None inside a string or comment, where
+    nothing is completed)."""
     try:
-        toks = tokenize(text[:offset])[:-1]
+        toks = tokenize(text[start:offset])[:-1]
     except LangError:
         return None
     stack: list[int] = []
@@ -233,7 +236,8 @@ def record_fields(ctx: Context, offset: int) -> list[Item] | None:
     text = ctx.text
     partial = _PARTIAL.search(text, 0, offset)
     at = partial.start() if partial and partial.end() == offset else offset
-    opened = _open_brackets(text, at)
+    chunk = ctx.analysis.chunk_containing(at)
+    opened = _open_brackets(text, at, chunk.start if chunk is not None and chunk.start <= at else 0)
     if not opened:
         return None
     toks = opened[0][1]
@@ -419,13 +423,12 @@ def symbols(ctx: Context) -> list[tuple[str, str, str, int, int, int, int]]:
     out = []
     if ctx.index is None:
         return out
-    for occ in ctx.index.found:
-        if occ.binds and occ.kind in ("process", "type"):
-            node = occ.node
-            chunk = ctx.analysis.chunk_containing(occ.start)
-            start, end = (chunk.start, chunk.end) if chunk is not None else (occ.start, occ.end)
-            detail = process_signature(node) if occ.kind == "process" else \
-                print_type(node.type, decl=True)
-            out.append((occ.kind, occ.name, detail, start, end, occ.start, occ.end))
+    for occ in ctx.index.declarations():
+        node = occ.node
+        chunk = ctx.analysis.chunk_containing(occ.start)
+        start, end = (chunk.start, chunk.end) if chunk is not None else (occ.start, occ.end)
+        detail = process_signature(node) if occ.kind == "process" else \
+            print_type(node.type, decl=True)
+        out.append((occ.kind, occ.name, detail, start, end, occ.start, occ.end))
     return out
 

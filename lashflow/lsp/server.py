@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
@@ -28,6 +29,7 @@ from lashflow.lang.format import format_source
 from lashflow.lsp import features as F
 from lashflow.lsp.analysis import Analysis, Problem
 from lashflow.lsp.positions import LineIndex
+from lashflow.lsp.symbols import Cache
 
 PROBE_TIMEOUT = 120.0
 _KINDS = {
@@ -98,13 +100,23 @@ class Document:
         self.tools = tools
         self.analysis = Analysis(text, tools.catalog)
         self.lines = LineIndex(text)
+        self.symbols: Cache = {}  # per top-level item, kept across edits
+        self._context: F.Context | None = None
 
     def update(self, text: str) -> None:
         self.analysis.update(text)
         self.lines = LineIndex(text)
+        self._context = None
+
+    def set_tools(self, tools: ToolSet) -> None:
+        self.tools = tools
+        self.analysis.set_catalog(tools.catalog)
+        self._context = None
 
     def context(self) -> F.Context:
-        return F.Context(self.analysis, self.tools.tools)
+        if self._context is None:
+            self._context = F.Context(self.analysis, self.tools.tools, self.symbols)
+        return self._context
 
     def range(self, start: int, end: int) -> T.Range:
         return T.Range(T.Position(*self.lines.position(start)), T.Position(*self.lines.position(end)))
@@ -150,11 +162,17 @@ class LashServer(LanguageServer):
             tools = await load_tools(document.path, self.specs)
             document = self.documents.get(uri)
             if document is not None:
-                document.tools = tools
-                document.analysis.set_catalog(tools.catalog)
+                document.set_tools(tools)
                 self.publish(document)
         finally:
             self.reloading.discard(uri)
+
+    def located(self, params: Any) -> tuple[Document, F.Context, int] | None:
+        """The open document, its features' context and the offset a request points at."""
+        document = self.documents.get(params.text_document.uri)
+        if document is None:
+            return None
+        return document, document.context(), document.offset(params.position)
 
     def publish(self, document: Document) -> None:
         problem = document.tools.problem or document.analysis.problem
@@ -199,18 +217,20 @@ def build(specs: list[str]) -> LashServer:
     @server.feature(T.TEXT_DOCUMENT_COMPLETION,
                     T.CompletionOptions(trigger_characters=[".", "{", ",", "(", '"', " "]))
     def completion(ls: LashServer, params: T.CompletionParams) -> T.CompletionList | None:
-        document = ls.documents.get(params.text_document.uri)
-        if document is None:
+        at = ls.located(params)
+        if at is None:
             return None
-        items = F.complete(document.context(), document.offset(params.position))
+        document, context, offset = at
+        items = F.complete(context, offset)
         return T.CompletionList(is_incomplete=False, items=[_completion(i) for i in items])
 
     @server.feature(T.TEXT_DOCUMENT_HOVER)
     def hover(ls: LashServer, params: T.HoverParams) -> T.Hover | None:
-        document = ls.documents.get(params.text_document.uri)
-        if document is None:
+        at = ls.located(params)
+        if at is None:
             return None
-        found = F.hover(document.context(), document.offset(params.position))
+        document, context, offset = at
+        found = F.hover(context, offset)
         if found is None:
             return None
         markdown, occ = found
@@ -219,10 +239,11 @@ def build(specs: list[str]) -> LashServer:
 
     @server.feature(T.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: LashServer, params: T.DefinitionParams) -> T.Location | None:
-        document = ls.documents.get(params.text_document.uri)
-        if document is None:
+        at = ls.located(params)
+        if at is None:
             return None
-        found = F.definition(document.context(), document.offset(params.position))
+        document, context, offset = at
+        found = F.definition(context, offset)
         if found is None:
             return None
         file, start, end = found
@@ -263,18 +284,20 @@ def build(specs: list[str]) -> LashServer:
 
     @server.feature(T.TEXT_DOCUMENT_PREPARE_RENAME)
     def prepare_rename(ls: LashServer, params: T.PrepareRenameParams) -> T.Range | None:
-        document = ls.documents.get(params.text_document.uri)
-        if document is None:
+        at = ls.located(params)
+        if at is None:
             return None
-        occ = F.rename_target(document.context(), document.offset(params.position))
+        document, context, offset = at
+        occ = F.rename_target(context, offset)
         return document.range(occ.start, occ.end) if occ is not None else None
 
     @server.feature(T.TEXT_DOCUMENT_RENAME)
     def rename(ls: LashServer, params: T.RenameParams) -> T.WorkspaceEdit | None:
-        document = ls.documents.get(params.text_document.uri)
-        if document is None:
+        at = ls.located(params)
+        if at is None:
             return None
-        found = F.rename(document.context(), document.offset(params.position), params.new_name)
+        document, context, offset = at
+        found = F.rename(context, offset, params.new_name)
         if isinstance(found, str):
             raise ValueError(found)
         edits = [T.TextEdit(range=document.range(s, e), new_text=params.new_name)

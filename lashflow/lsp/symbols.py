@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterator
 
 from lashflow.lang import ast as A
+from lashflow.lang.linker import path_of
 from lashflow.lang.sites import nodes
 
 _WORD = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -35,34 +36,31 @@ def _word_after(text: str, keyword: str, at: int) -> tuple[int, int] | None:
     return (m.start(1), m.end(1)) if m else None
 
 
-def static_path(node: Any) -> str | None:
-    """``a.b.c`` for a name or a chain of fields, else None."""
-    parts: list[str] = []
-    while isinstance(node, A.Field):
-        parts.append(node.name)
-        node = node.obj
-    if not isinstance(node, A.Name):
-        return None
-    parts.append(node.name)
-    return ".".join(reversed(parts))
+class ChunkIndex:
+    """The occurrences in one top-level item (a type, a process, a main-block statement),
+    computed once per parse of it: offsets as they were then (``base`` is where the item
+    started), shifted by the caller when text before it changes."""
 
-
-class Index:
-    """Every ``Occurrence`` in a module, sorted by position."""
-
-    def __init__(self, module: A.Module, text: str, tool_modules: set[str]) -> None:
+    def __init__(self, node: Any, text: str, tool_modules: frozenset[str],
+                 processes: frozenset[str], types: frozenset[str], base: int) -> None:
+        self.item = node
         self.text = text
+        self.base = base
         self.tool_modules = tool_modules
+        self.process_names = processes
+        self.type_names = types
         self.found: list[Occurrence] = []
-        self.processes = {p.name: p for p in module.processes}
-        self.types = {t.name: t for t in module.types}
-        for decl in module.types:
-            self.declaration(decl, "type", "type")
-            for node in _type_nodes(decl.type):
-                self.type_use(node)
-        for decl in module.processes:
-            self.process(decl)
-        self.entry("main", module.main, [])
+        if isinstance(node, A.TypeDecl):
+            self.scope = ""
+            self.declaration(node, "type", "type")
+            for t in _type_nodes(node.type):
+                self.type_use(t)
+        elif isinstance(node, A.ProcessDecl):
+            self.scope = node.name
+            self.process(node)
+        else:
+            self.scope = "main"
+            self.entry("main", [node])
         self.found.sort(key=lambda o: o.start)
         self.starts = [o.start for o in self.found]
 
@@ -84,7 +82,7 @@ class Index:
             self.add(*word, kind, decl.name, binds=True, node=decl)
 
     def type_use(self, node: A.TypeName) -> None:
-        if node.name in self.types:
+        if node.name in self.type_names:
             self.add(node.span.start, node.span.end, "type", node.name, exact=False, node=node)
 
     def process(self, decl: A.ProcessDecl) -> None:
@@ -101,9 +99,9 @@ class Index:
         for signal in decl.signals:
             self.add(signal.span.start, signal.span.start + len(signal.name), "signal",
                      signal.name, scope=decl.name, binds=True, node=signal)
-        self.entry(decl.name, decl.body.body, [p.name for p in decl.params])
+        self.entry(decl.name, decl.body.body)
 
-    def entry(self, scope: str, body: list[A.Stmt], params: list[str]) -> None:
+    def entry(self, scope: str, body: list[A.Stmt]) -> None:
         for stmt in body:
             for node in nodes(stmt):
                 self.node(scope, node)
@@ -128,14 +126,14 @@ class Index:
         elif isinstance(node, A.Name):
             if node.name in self.tool_modules:
                 return
-            kind = "process" if node.name in self.processes else "variable"
+            kind = "process" if node.name in self.process_names else "variable"
             self.add(node.span.start, node.span.end, kind, node.name, scope=scope, node=node)
         elif isinstance(node, A.Start):
             word = _word_after(text, "start", node.span.start)
             if word:
                 self.add(*word, "process", node.process, node=node)
         elif isinstance(node, A.ReceiverCall):
-            path = static_path(node.receiver)
+            path = path_of(node.receiver)
             m = _AFTER_DOT.match(text, node.receiver.span.end)
             if path is not None and path in self.tool_modules and m:
                 self.add(m.start(1), m.end(1), "tool", node.operation, scope=path, node=node)
@@ -152,8 +150,6 @@ class Index:
             for t in _type_nodes(node.type):
                 self.type_use(t)
 
-    # ------------------------------------------------------------------ lookups
-
     def at(self, offset: int) -> Occurrence | None:
         """The occurrence whose range holds ``offset`` (or ends right at it)."""
         i = bisect.bisect_right(self.starts, offset) - 1
@@ -164,23 +160,74 @@ class Index:
             i -= 1
         return None
 
+
+def _moved(occ: Occurrence, by: int) -> Occurrence:
+    return occ if not by else dataclasses.replace(occ, start=occ.start + by, end=occ.end + by)
+
+
+Cache = dict[int, ChunkIndex]
+
+
+class Index:
+    """The occurrences of a whole document, from the ``ChunkIndex`` of each of its items
+    (kept in ``cache`` between edits: an edit re-indexes only the item it re-parsed)."""
+
+    def __init__(self, chunks: list[Any], module: A.Module, text: str, tool_modules: set[str],
+                 cache: Cache) -> None:
+        self.processes = {p.name: p for p in module.processes}
+        self.types = {t.name: t for t in module.types}
+        key = (frozenset(tool_modules), frozenset(self.processes), frozenset(self.types))
+        self.parts: list[tuple[int, int, ChunkIndex]] = []
+        fresh: Cache = {}
+        for chunk in chunks:
+            index = cache.get(id(chunk.node))
+            if index is None or index.item is not chunk.node or (
+                    index.tool_modules, index.process_names, index.type_names) != key:
+                index = ChunkIndex(chunk.node, text, *key, base=chunk.start)
+            fresh[id(chunk.node)] = index
+            self.parts.append((chunk.start, chunk.end, index))
+        cache.clear()
+        cache.update(fresh)
+        self.starts = [start for start, _, _ in self.parts]
+
+    def occurrences(self, scope: str | None = None) -> Iterator[Occurrence]:
+        for start, _, index in self.parts:
+            if scope is None or index.scope == scope:
+                for occ in index.found:
+                    yield _moved(occ, start - index.base)
+
+    def at(self, offset: int) -> Occurrence | None:
+        i = bisect.bisect_right(self.starts, offset) - 1
+        for start, end, index in self.parts[max(0, i - 1):i + 1]:
+            if start <= offset <= end:
+                found = index.at(offset - (start - index.base))
+                if found is not None:
+                    return _moved(found, start - index.base)
+        return None
+
     def variables(self, scope: str, name: str) -> list[Occurrence]:
-        return [o for o in self.found if o.kind == "variable" and o.scope == scope
-                and o.name == name]
+        return [o for o in self.occurrences(scope) if o.kind == "variable" and o.name == name]
 
     def binding(self, occ: Occurrence) -> Occurrence | None:
         """Where a variable, process or type is first bound."""
-        if occ.kind == "variable":
-            return next((o for o in self.variables(occ.scope, occ.name) if o.binds), None)
-        return next((o for o in self.found if o.kind == occ.kind and o.name == occ.name
-                     and o.binds), None)
+        if occ.kind in ("variable", "signal"):
+            return next((o for o in self.occurrences(occ.scope)
+                         if o.kind == occ.kind and o.name == occ.name and o.binds), None)
+        scope = occ.name if occ.kind == "process" else ""
+        return next((o for o in self.occurrences(scope) if o.kind == occ.kind
+                     and o.name == occ.name and o.binds), None)
 
     def names_in(self, scope: str) -> list[str]:
         seen: dict[str, None] = {}
-        for o in self.found:
-            if o.kind == "variable" and o.scope == scope and o.binds:
+        for o in self.occurrences(scope):
+            if o.kind == "variable" and o.binds:
                 seen.setdefault(o.name)
         return list(seen)
+
+    def declarations(self) -> Iterator[Occurrence]:
+        for o in self.occurrences():
+            if o.binds and o.kind in ("process", "type"):
+                yield o
 
 
 def _type_nodes(t: Any) -> Iterator[A.TypeName]:
