@@ -94,7 +94,7 @@ def strew(text: str, rnd: random.Random) -> str:
     return "".join(out) + text[previous:]
 
 
-GENERATED = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+GENERATED = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @GENERATED
