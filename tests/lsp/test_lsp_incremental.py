@@ -1,6 +1,6 @@
 """The language server's diagnostics are ``check``'s, edit after edit: the incremental
 analysis (one declaration re-parsed and re-linked when that is provably the whole file's
-answer) is compared with ``check`` on the whole text after every one of a few thousand
+answer) is compared with ``check`` on the whole text after every one of 800
 random edits, and on every program of the repository."""
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ def analysis_answer(a: Analysis) -> tuple | None:  # type: ignore[type-arg]
     return None if p is None else (p.code, p.message, p.start, p.end, p.hint)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_random_edits_give_check_s_answer(seed: int) -> None:
     rnd = random.Random(seed)
     base = program(6)
     text = base
     analysis = Analysis(text, CATALOG)
-    for _ in range(250):
+    for _ in range(200):
         if rnd.random() < 0.75:  # mostly where people type: inside a process body
             anchor = text.find("  total = 0", rnd.randrange(max(1, len(text) // 2)))
             pos = max(0, min(len(text) - 1, anchor + rnd.randrange(-30, 300)))
