@@ -378,15 +378,15 @@ def check(
     text = source_or_none(file)
 
     async def catalog() -> Any:
-        """The tools the file links against: its ``.py`` beside it and ``--tools``, loaded
-        into a registry of their own (no database is opened to check a file)."""
+        """The tools the file links against (``--tools``, the project's config, the ``.py``
+        beside it), loaded into a registry of their own (no database is opened)."""
         from .lang.catalog import Catalog
-        from .tools import ToolRegistry, load_tool_modules, tools_in_module
+        from .tools import ToolRegistry, tools_in_module
+        from .tools.loading import tool_modules_for
 
         read_source(file)
-        beside = file.with_suffix(".py")
         registry = ToolRegistry()
-        for module in load_tool_modules([*tools, *([str(beside)] if beside.exists() else [])]):
+        for module in tool_modules_for(file, tools):
             registry.add(*tools_in_module(module))
         return Catalog.of(registry.definitions())
 
@@ -421,6 +421,31 @@ def check(
         for batch in batches:
             stdout(f"  line {batch['line']}: fan-out {batch['fan_out']} (one concurrent batch)")
     raise typer.Exit(0)
+
+
+@app.command()
+def fmt(
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", show_default=False,
+                                       help=".lash files, or folders to search for them."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; name the files that "
+                               "would change and exit 1 if there are any (for CI)."),
+    diff: bool = typer.Option(False, "--diff", help="Write nothing; print what would change."),
+) -> None:
+    """Rewrite .lash files in the one canonical layout (comments kept, meaning unchanged).
+
+    Names each file it changes; exit 2 if a file cannot be read or does not parse.
+    """
+    from .fmt import format_paths
+
+    raise typer.Exit(format_paths(paths, check=check, diff=diff, out=stdout, err=stderr))
+
+
+@app.command()
+def lsp(tools: list[str] = ToolsOption) -> None:
+    """Run the Lashlang language server on stdin/stdout, for editors (docs/editors.md)."""
+    from .lsp import serve
+
+    serve(tools)
 
 
 @app.command()

@@ -155,6 +155,26 @@ def test_lower_layers_never_import_higher_ones() -> None:
                 assert other in allowed[layer], f"{name} imports {target}"
 
 
+EDITOR_LAYER = ("lashflow.lsp", "lashflow.fmt", "lashflow.lexer")
+
+
+def test_the_editor_tooling_is_a_presentation_layer_over_the_language() -> None:
+    """The language server, the formatter's file handling and the Pygments lexer present
+    the front end (and load tools to link against), like the CLI and the HTTP service:
+    they reach neither the runtime nor storage, and nothing below them reaches them."""
+    edges = graph()
+    editor = [name for name in edges if name.startswith(EDITOR_LAYER)]
+    assert {"lashflow.lsp.server", "lashflow.lsp.analysis", "lashflow.fmt"} <= set(editor)
+    for name in editor:
+        bad = {t for t in reachable(edges, name) if t.startswith(
+            ("lashflow.interp", "lashflow.durable", "lashflow.store", "lashflow.http",
+             "lashflow.cli"))}
+        assert not bad, (name, sorted(bad))
+    for name, targets in edges.items():
+        if not name.startswith((*EDITOR_LAYER, "lashflow.cli")):
+            assert not any(t.startswith(EDITOR_LAYER) for t in targets), name
+
+
 def _third_party_reaches(tree: ast.AST) -> set[str]:
     """Imports of Lark's and aiosqlite's inner modules, and reads of their private or
     parser-table members (``db._conn``; our own ``self._conn`` is ours), in one module."""

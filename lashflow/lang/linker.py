@@ -94,6 +94,15 @@ class Linker:
     # ------------------------------------------------------------------ declarations
 
     def run(self) -> None:
+        for decl in self.declare():
+            if isinstance(decl, A.ProcessDecl):
+                self.process_body(decl)
+        self.entry(None, self.module.main, {})
+
+    def declare(self) -> list[Any]:
+        """Check the declarations (names, types, process signatures) in source order and
+        return them in that order. Each body is then checked on its own, against them
+        alone: the language server re-checks just the body that was edited."""
         decls: list[Any] = sorted(
             [*self.module.types, *self.module.processes], key=lambda d: d.span.start
         )
@@ -107,10 +116,7 @@ class Linker:
                 self.resolve_named(decl.name, decl)
             else:
                 self.signature(decl)
-        for decl in decls:
-            if isinstance(decl, A.ProcessDecl):
-                self.process_body(decl)
-        self.entry(None, self.module.main, {})
+        return decls
 
     def resolve_named(self, name: str, node: Any) -> T.SType:
         if name in self.resolved:
@@ -471,7 +477,7 @@ class Linker:
 
     def resolve_receiver(self, e: A.ReceiverCall, env: Env) -> Operation | None:
         """Find the module behind ``receiver.op(...)``; fills ``e.module`` when static."""
-        path = _path_of(e.receiver)
+        path = path_of(e.receiver)
         not_authority = f"receiver for operation `{e.operation}` is not a module authority"
         if path is None:
             receiver = self.expr(e.receiver, env)
@@ -608,7 +614,7 @@ def _is_text(t: T.SType) -> bool:
     return t == T.STR or isinstance(t, (T.StrLit, T.Enum))
 
 
-def _path_of(node: Any) -> str | None:
+def path_of(node: Any) -> str | None:  # also where the language server finds tool calls
     """``a.b.c`` as a dotted path if ``node`` is a plain name or a chain of fields."""
     parts: list[str] = []
     while isinstance(node, A.Field):

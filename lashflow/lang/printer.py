@@ -34,7 +34,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Precedence levels, lowest first (as in grammar/lashlang.lark). A child printed below the level
 # its position needs is parenthesised.
 EXPR, TERNARY, OR, AND, CMP, ADD, MUL, UNARY, POSTFIX, PRIMARY = range(10)
-_BINARY_LEVEL = {"or": OR, "and": AND, "==": CMP, "!=": CMP, "<": CMP, "<=": CMP, ">": CMP,
+BINARY_LEVEL = {"or": OR, "and": AND, "==": CMP, "!=": CMP, "<": CMP, "<=": CMP, ">": CMP,
                  ">=": CMP, "+": ADD, "-": ADD, "*": MUL, "/": MUL, "%": MUL}
 _STATEMENT_KINDS = ("finish", "fail", "yield", "wake", "print", "cancel")
 
@@ -113,13 +113,14 @@ def print_type(node: A.TypeExpr, *, decl: bool = False) -> str:
 # --------------------------------------------------------------------------- expressions
 
 
-def _level(node: A.Expr) -> int:
+def precedence(node: A.Expr) -> int:
+    """The level an expression node prints at (parenthesised where a lower one is needed)."""
     if isinstance(node, A.Sleep):
         return EXPR  # its operand extends as far right as it can
     if isinstance(node, A.Ternary):
         return TERNARY
     if isinstance(node, A.Binary):
-        return _BINARY_LEVEL[node.op]
+        return BINARY_LEVEL[node.op]
     if isinstance(node, (A.Unary, A.Await)):
         return UNARY
     if isinstance(node, (A.Field, A.Index, A.ReceiverCall)):
@@ -130,7 +131,7 @@ def _level(node: A.Expr) -> int:
 def print_expr(node: A.Expr, level: int = EXPR) -> str:
     """``node`` in a position that needs precedence ``level`` (parenthesised if lower)."""
     text = _expr(node)
-    return f"({text})" if _level(node) < level else text
+    return f"({text})" if precedence(node) < level else text
 
 
 def _args(items: list[A.Expr]) -> str:
@@ -187,7 +188,7 @@ def _expr(node: A.Expr) -> str:  # noqa: C901 - one branch per node kind
         operand = print_expr(node.operand, UNARY)
         return f"-{operand}" if node.op == "-" else f"not {operand}"
     if isinstance(node, A.Binary):
-        level = _BINARY_LEVEL[node.op]
+        level = BINARY_LEVEL[node.op]
         return f"{print_expr(node.left, level)} {node.op} {print_expr(node.right, level + 1)}"
     if isinstance(node, A.Ternary):
         return (f"{print_expr(node.cond, OR)} ? {print_expr(node.then, TERNARY)} : "

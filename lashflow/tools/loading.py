@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lashflow.errors import UsageError
 
-__all__ = ["load_tool_modules", "tools_from_config"]
+__all__ = ["load_tool_modules", "tools_from_config", "project_dir", "tool_modules_for"]
 
 CONFIG_FILES = ("pyproject.toml", "lashflow.toml")
 
@@ -98,3 +98,28 @@ def tools_from_config(directory: str | Path) -> list[str]:
             raise UsageError(f"{path}: [tool.lashflow] tools must be a list of strings")
         found.extend(e for e in entries if e not in found)
     return found
+
+
+def project_dir(start: str | Path) -> Path | None:
+    """The nearest folder at or above ``start`` that holds ``pyproject.toml`` or
+    ``lashflow.toml``: the project a ``.lash`` file belongs to."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if any((folder / name).is_file() for name in CONFIG_FILES):
+            return folder
+    return None
+
+
+def tool_modules_for(lash_file: str | Path, extra: Iterable[str | Path] = ()) -> list[types.ModuleType]:
+    """The tool modules a ``.lash`` file links against, found the one way ``lashflow
+    check`` and the language server both use: each ``extra`` spec (``--tools``), the
+    ``[tool.lashflow] tools`` of its project, and the ``.py`` file beside it."""
+    path = Path(lash_file)
+    modules = load_tool_modules(list(extra))
+    project = project_dir(path.parent)
+    if project is not None:
+        modules += load_tool_modules(tools_from_config(project), base_dir=project)
+    beside = path.with_suffix(".py")
+    if beside.is_file():
+        modules += load_tool_modules([beside])
+    return modules
