@@ -207,6 +207,7 @@ def _count_store_calls(store: Any) -> dict[str, int]:
     one fsync) by wrapping its two internal funnels, as the store tests do. Counts stay
     zero if a store has no such funnels."""
     counts = {"round_trips": 0, "transactions": 0}
+    store = getattr(store, "backend", store)  # the funnels are the backend's (ADR 0024)
     call, apply = getattr(store, "_call", None), getattr(store, "_apply", None)
     if call is None or apply is None:
         return counts

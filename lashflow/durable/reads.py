@@ -10,7 +10,7 @@ from .. import store as st
 from ..errors import JournalCorrupt, UnknownRun, UsageError
 from ..states import RUN_STATUSES, RunStatus
 from ..store import AttemptRecord, RunRecord, StepRecord, Store
-from ..store.leases import owner_is_dead
+from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .journal import check_journal
 from .outcome import (
@@ -117,7 +117,7 @@ class Reads:
         # gone: its lease ran out, or (on this machine) its process is provably dead, as
         # after a SIGKILL: recovery would take the run over at once, so say so at once
         owner_gone = status.value in ("running", "queued") and row.lease_owner is not None \
-            and (row.lease_expires <= now or owner_is_dead(row.lease_owner))
+            and may_claim(row.lease_owner, row.lease_expires, None, now)
         note = row.meta.get("note") if isinstance(row, RunRecord) else row.note
         return RunSummary(
             row.run_id, row.process, status, row.parent_run_id, row.created_at, row.updated_at,

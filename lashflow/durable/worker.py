@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import MissingTools, RunBusy, UnknownRun
 from ..store import Store
-from ..store.leases import owner_is_dead
+from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .driver import Driver
 from .reads import Reads
@@ -94,8 +94,7 @@ class Worker:
             now = self.clock.now()
             if run.status == "waiting" and (run.wake_at is None or run.wake_at > now):
                 return  # parked since it was listed (by the worker that held it): not due
-            if (run.lease_owner not in (None, self.driver.owner) and run.lease_expires >= now
-                    and not owner_is_dead(run.lease_owner)):
+            if not may_claim(run.lease_owner, run.lease_expires, self.driver.owner, now):
                 return  # another worker took it since it was listed: no claim to lose
             self.tools.load_for_run(run)
             # through the driver's task registry: a run this process already drives (a

@@ -10,12 +10,14 @@ from .base import (
     AttemptRecord, Claimed, Commit, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
     RunSummary, StepRecord, Store, StoreStats,
 )
+from .leases import may_claim
 
 DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
     "AttemptRecord", "Claimed", "Commit", "Fenced", "RunChange", "RunDetail", "RunPage", "RunQuery",
-    "RunRecord", "RunSummary", "StepRecord", "Store", "StoreStats", "open_store", "resolve_db_url",
+    "RunRecord", "RunSummary", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
+    "resolve_db_url",
 ]
 
 

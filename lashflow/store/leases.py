@@ -1,10 +1,18 @@
-"""Lease owners: who drives a run. An owner id names its host and process so a run whose
-worker died on this machine can be taken over at once instead of after the lease expires."""
+"""Lease owners and the claim rule: who drives a run, and who may take it over.
+
+An owner id names its host and process, so a run whose worker died on this machine can
+be taken over at once instead of after the lease expires. ``may_claim`` is the one
+statement of the rule: the stores' claims and orphan searches, the worker and the run
+reads all ask it. (PostgreSQL's queries repeat its cheap part, free, ours or expired, in
+SQL to find candidates in one round trip; ``tests/store/test_store_claim_rule.py`` holds
+both to one table.)
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+from typing import Callable
 
 
 def new_owner_id() -> str:
@@ -37,3 +45,21 @@ def _is_zombie(pid: int) -> bool:
             return stat.read().split(b") ", 1)[1][:1] == b"Z"
     except (OSError, IndexError):
         return False
+
+
+def may_claim(holder: str | None, expires: float, claimant: str | None, now: float, *,
+              steal_from_dead: bool = True,
+              is_dead: Callable[[str], bool] = owner_is_dead) -> bool:
+    """May ``claimant`` take a lease that ``holder`` holds until ``expires``, at ``now``?
+
+    Yes when nobody holds it, when it is the claimant's own, when it expired (``expires``
+    is before ``now``: a lease is held through its last instant), or, with
+    ``steal_from_dead``, when its holder is provably dead (``is_dead``, asked last and
+    only then: it looks at the process table). ``claimant=None`` asks whether anyone may:
+    is the run orphaned?"""
+    if holder is None or holder == claimant or expires < now:
+        return True
+    return steal_from_dead and is_dead(holder)
+
+
+__all__ = ["may_claim", "new_owner_id", "owner_is_dead"]

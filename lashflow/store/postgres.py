@@ -1,7 +1,9 @@
-"""PostgreSQL journal on asyncpg: a connection pool, group commit, SKIP LOCKED claims.
+"""PostgreSQL's dialect of the store, on asyncpg: a connection pool, SKIP LOCKED claims,
+a group commit of one statement. What the store decides is in ``core`` and ``programs``;
+this module brings PostgreSQL's SQL for each statement the programs name.
 
-Same semantics and JSON encodings as ``SqliteStore``, so any number of workers on any
-machines can share runs. Tables are prefixed ``lashflow_`` so they can live in a shared
+Same semantics and JSON encodings as SQLite, so any number of workers on any machines
+can share runs. Tables are prefixed ``lashflow_`` so they can live in a shared
 database; the schema is the first one on the connection's ``search_path`` (put
 ``?search_path=myschema`` in the URL to choose one). ``?pool_size=N`` sets the pool's
 maximum size and ``?statement_cache_size=0`` suits pgbouncer; every other URL parameter
@@ -9,41 +11,33 @@ goes to asyncpg / the server unchanged.
 
 Round trips are what a step costs here, so hot paths are single statements (claim,
 renew, completion rows) and a group commit is ONE statement whatever the number of runs
-in the group (see ``_GROUP_STATEMENT``); ADR 0006 says why asyncpg.
+in the group (see ``_GROUP_STATEMENT``); ADR 0006 says why asyncpg. Only journal
+commits are grouped: any other write is its own statement or transaction.
 
 Idle workers sleep in ``wait_for_work`` until a ``NOTIFY`` on the schema's channel (sent
 by the statement that made a run claimable, so it arrives only once that is committed)
 or their poll interval passes (``pg_wakeups``).
 """
-
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import socket
-import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Collection, Iterator
+from typing import Any, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
-from ..states import SETTLED
-from .base import (
-    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
-    Store, StoreStats,
-)
+from ..errors import DbError, NoDatabase
+from .base import UNCHECKED_ROWS, Commit, RunQuery, RunRecord
+from .core import CoreStore, Job
+from .group_commit import Outcome
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
-from .queries import (
-    PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_of, page_sql, stats_of,
-    summary_from_row,
-)
-from .rows import (
-    RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, journal_from_rows, loads, run_from_row,
-)
+from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
+from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
+from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
 
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
 
@@ -228,179 +222,79 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class PostgresStore(Store):
-    """The shared store for many workers. All methods are safe to call concurrently."""
+class _Statements:
+    """PostgreSQL's answer to each statement the store's programs name
+    (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
+    statement each; ``channel`` is the schema's NOTIFY channel, known once open."""
 
-    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
-        self.url = url
-        self.connect_timeout = connect_timeout
-        self._display = _redacted(url)
-        self._pool: asyncpg.Pool | None = None
-        self._crc_required = True  # False: the database was migrated from before checksums
-        self._queue: list[tuple[Commit, asyncio.Future[None]]] = []
-        self._flushing = False
-        self._flusher: asyncio.Task[None] | None = None
-        self._secret: bytes | None = None
-        # Sources are content-addressed and never deleted: once one is known to be stored,
-        # later put/get of that hash need no round trip.
-        self._sources: dict[str, str] = {}
-        self._channel = ""  # NOTIFY channel of this schema, known once open
-        self._listener: WorkListener | None = None
-        self._dead_owners: set[str] = set()  # owner ids are never reused: dead stays dead
+    def __init__(self) -> None:
+        self.channel = ""
 
-    # -- plumbing ----------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except _DB_ERRORS as exc:
-            raise DbError(f"database error on {self._display}: {_one_line(exc)}") from None
+    # -- the schema ------------------------------------------------------------------------
+    async def create_meta(self, conn: asyncpg.Connection) -> None:
+        await conn.execute(f"CREATE TABLE IF NOT EXISTS lashflow_meta "
+                           f"(key TEXT {_C} PRIMARY KEY, value BYTEA NOT NULL)")
 
-    def _require_pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise DbError("the store is not open")
-        return self._pool
+    async def schema_version(self, conn: asyncpg.Connection) -> int:
+        raw = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
+        return int(raw) if raw else 0
 
-    @contextlib.asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        pool = self._require_pool()
-        with self._errors():
-            async with pool.acquire() as conn:
-                yield conn
+    async def migrate(self, conn: asyncpg.Connection, statement: str) -> None:
+        await conn.execute(statement)
 
-    async def _fetch(self, sql: str, *args: Any) -> list[Any]:
-        with self._errors():
-            return await self._require_pool().fetch(sql, *args)
+    async def mark_unchecked(self, conn: asyncpg.Connection) -> None:
+        await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ($1, '1') "
+                           "ON CONFLICT (key) DO NOTHING", UNCHECKED_ROWS)
 
-    async def _fetchrow(self, sql: str, *args: Any) -> Any:
-        with self._errors():
-            return await self._require_pool().fetchrow(sql, *args)
+    async def set_schema_version(self, conn: asyncpg.Connection, version: int) -> None:
+        await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ('schema_version', $1) "
+                           "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                           str(version).encode())
 
-    async def _fetchval(self, sql: str, *args: Any) -> Any:
-        with self._errors():
-            return await self._require_pool().fetchval(sql, *args)
+    async def ensure_secret(self, conn: asyncpg.Connection, secret: bytes) -> None:
+        await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ('secret', $1) "
+                           "ON CONFLICT (key) DO NOTHING", secret)
 
-    async def open(self) -> None:
-        dsn, options = _split_url(self.url)
-        size = options.pop("pool_size")
-        try:
-            pool = await asyncpg.create_pool(
-                dsn, min_size=1, max_size=size, timeout=self.connect_timeout,
-                reset=_keep_session, **options)
-        except (*_DB_ERRORS, ValueError) as exc:
-            raise DbError(f"cannot open database {self._display}: {_one_line(exc)}") from None
-        try:
-            with self._errors():
-                async with pool.acquire() as conn:
-                    if not self.create and await conn.fetchval(
-                            "SELECT to_regclass('lashflow_meta')") is None:
-                        raise NoDatabase(f"no lashflow tables at {self._display} (in its "
-                                         "search_path): nothing has run with it yet")
-                    await self._migrate(conn)
-                    self._channel = channel_for(await conn.fetchval("SELECT current_schema()"))
-        except BaseException:
-            pool.terminate()
-            raise
-        self._pool = pool
-        self._listener = WorkListener(dsn, options, self._channel, self.connect_timeout,
-                                      self._display)
+    async def unchecked_mark(self, conn: asyncpg.Connection) -> bool:
+        return await conn.fetchval("SELECT 1 FROM lashflow_meta WHERE key = $1",
+                                   UNCHECKED_ROWS) is not None
 
-    async def _migrate(self, conn: asyncpg.Connection) -> None:
-        """Bring the schema to ``SCHEMA_VERSION``; the advisory lock keeps workers that
-        open at the same moment from racing on ``CREATE TABLE``."""
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lashflow_migrate:' || "
-                               "COALESCE(current_schema(), '')))")
-            await conn.execute(f"CREATE TABLE IF NOT EXISTS lashflow_meta "
-                               f"(key TEXT {_C} PRIMARY KEY, value BYTEA NOT NULL)")
-            raw = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
-            version = int(raw) if raw else 0
-            if version > SCHEMA_VERSION:
-                raise DbError(
-                    f"database {self._display} has schema version {version}, newer than this "
-                    f"lashflow supports ({SCHEMA_VERSION}); upgrade lashflow to open it")
-            for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target]:
-                    await conn.execute(statement)
-            if 0 < version < CHECKSUMS_REQUIRED_FROM:
-                await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ($1, '1') "
-                                   "ON CONFLICT (key) DO NOTHING", UNCHECKED_ROWS)
-            self._crc_required = await conn.fetchval(
-                "SELECT 1 FROM lashflow_meta WHERE key = $1", UNCHECKED_ROWS) is None
-            await conn.execute(
-                "INSERT INTO lashflow_meta (key, value) VALUES ('schema_version', $1) "
-                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                str(SCHEMA_VERSION).encode())
-            await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ('secret', $1) "
-                               "ON CONFLICT (key) DO NOTHING", secrets.token_bytes(32))
+    async def secret(self, conn: asyncpg.Connection) -> bytes:
+        return bytes(await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'"))
 
-    async def close(self) -> None:
-        while self._flushing or self._queue:
-            await asyncio.sleep(0.001)
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            await listener.close()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            try:
-                await asyncio.wait_for(pool.close(), timeout=10)
-            except (asyncio.TimeoutError, *_DB_ERRORS):
-                pool.terminate()
-
-    # -- identity ----------------------------------------------------------------------
-    async def secret(self) -> bytes:
-        if self._secret is None:
-            value = await self._fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'")
-            self._secret = bytes(value)
-        return self._secret
-
-    async def put_source(self, source_hash: str, text: str) -> None:
-        if source_hash in self._sources:
-            return
+    async def put_source(self, conn: asyncpg.Connection, source_hash: str, text: str) -> str:
         # BYTEA, not TEXT: a source file may hold characters (NUL) a TEXT column refuses.
-        stored = await self._fetchval(
+        stored = await conn.fetchval(
             "WITH new AS (INSERT INTO lashflow_sources (hash, text) VALUES ($1, $2) "
             "ON CONFLICT (hash) DO NOTHING RETURNING text) "
             "SELECT text FROM new UNION ALL SELECT text FROM lashflow_sources WHERE hash = $1",
             source_hash, text.encode())
-        self._sources[source_hash] = text if stored is None else bytes(stored).decode()
+        return text if stored is None else bytes(stored).decode()
 
-    async def get_source(self, source_hash: str) -> str | None:
-        cached = self._sources.get(source_hash)
-        if cached is not None:
-            return cached
-        value = await self._fetchval("SELECT text FROM lashflow_sources WHERE hash = $1", source_hash)
-        if value is None:
-            return None
-        self._sources[source_hash] = text = bytes(value).decode()
-        return text
+    async def get_source(self, conn: asyncpg.Connection, source_hash: str) -> str | None:
+        value = await conn.fetchval("SELECT text FROM lashflow_sources WHERE hash = $1", source_hash)
+        return None if value is None else bytes(value).decode()
 
-    # -- runs ------------------------------------------------------------------------
-    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+    # -- runs --------------------------------------------------------------------------------
+    async def insert_run(self, conn: asyncpg.Connection, run: RunRecord) -> bool:
         # A new queued run wakes the idle workers (the NOTIFY goes out with the commit).
-        row = await self._fetchrow(
+        created = await conn.fetchrow(
             f"INSERT INTO lashflow_runs ({RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
             f"$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
-            f"RETURNING {RUN_COLUMNS}, "
-            f"CASE WHEN status = 'queued' THEN pg_notify($19, '') END",
+            f"RETURNING 1, CASE WHEN status = 'queued' THEN pg_notify($19, '') END",
             run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
             run.input_hash, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            None if run.wake_at is None else float(run.wake_at), dumps(run.meta), self._channel)
-        if row is not None:
-            return run_from_row(row), True
-        existing = await self.get_run(run.run_id)
-        if existing is None:  # inserted and deleted in between: nothing here deletes runs
-            raise DbError(f"run {run.run_id} vanished while being created")
-        return existing, False
+            _float_or_none(run.wake_at), dumps(run.meta), self.channel)
+        return created is not None
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        row = await self._fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
+    async def run_row(self, conn: asyncpg.Connection, run_id: str) -> Any:
+        return await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
                                    run_id)
-        return run_from_row(row) if row else None
 
-    async def list_runs(self, status: str | None = None, limit: int | None = None) -> list[RunRecord]:
+    async def run_rows(self, conn: asyncpg.Connection, status: str | None,
+                       limit: int | None) -> list[Any]:
         sql = f"SELECT {RUN_COLUMNS} FROM lashflow_runs"
         params: list[Any] = []
         if status is not None:
@@ -410,72 +304,75 @@ class PostgresStore(Store):
         if limit is not None:
             params.append(limit)
             sql += f" LIMIT ${len(params)}"
-        return [run_from_row(row) for row in await self._fetch(sql, *params)]
+        return await conn.fetch(sql, *params)
 
-    async def stats(self, now: float) -> StoreStats:
-        async with self._conn() as conn, conn.transaction(readonly=True):
-            return stats_of(await conn.fetch(RUNS_BY_STATUS.format(table="lashflow_runs")),
-                            await conn.fetch(PARKED_WAITS.format(table="lashflow_runs")), now)
+    async def runs_by_status(self, conn: asyncpg.Connection) -> list[Any]:
+        return await conn.fetch(RUNS_BY_STATUS.format(table="lashflow_runs"))
 
-    async def query_runs(self, query: RunQuery) -> RunPage:
+    async def parked_waits(self, conn: asyncpg.Connection) -> list[Any]:
+        return await conn.fetch(PARKED_WAITS.format(table="lashflow_runs"))
+
+    async def run_page(self, conn: asyncpg.Connection, query: RunQuery) -> list[Any]:
         sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}")
-        return page_of(await self._fetch(sql, *params), query)
+        return await conn.fetch(sql, *params)
 
-    async def run_detail(self, run_id: str) -> RunDetail | None:
-        async with self._conn() as conn, conn.transaction(readonly=True):
-            row = await conn.fetchrow(
-                f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1", run_id)
-            if row is None:
-                return None
-            detail = RunDetail(run_from_row(row))
-            try:
-                detail.steps, detail.attempts = await self._read_journal(conn, run_id)
-            except JournalCorrupt as exc:
-                detail.journal_error = exc
-            children = await conn.fetch(
-                f"SELECT {SUMMARY_COLUMNS} FROM lashflow_runs WHERE parent_run_id = $1 "
-                "ORDER BY created_at, run_id", run_id)
-            signals = await conn.fetch(
-                SIGNALS_OF_RUN.format(table="lashflow_signals").replace("?", "$1"), run_id)
-        detail.children = [summary_from_row(child) for child in children]
-        detail.signals = [(row[0], row[1], loads(row[2])) for row in signals]
-        return detail
+    async def journal_steps(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
+        return await conn.fetch(
+            f"SELECT {STEP_READ_COLUMNS} FROM lashflow_steps s LEFT JOIN lashflow_blobs b "
+            "ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
 
-    async def stale_runs(self, before: float, statuses: Collection[str], limit: int) -> list[str]:
-        wanted = [s for s in statuses if s in SETTLED]
-        rows = await self._fetch(
+    async def journal_attempts(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
+        return await conn.fetch(
+            "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
+            "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
+
+    async def children(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
+        return await conn.fetch(f"SELECT {SUMMARY_COLUMNS} FROM lashflow_runs WHERE "
+                                "parent_run_id = $1 ORDER BY created_at, run_id", run_id)
+
+    async def signals_of(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
+        return await conn.fetch(
+            SIGNALS_OF_RUN.format(table="lashflow_signals").replace("?", "$1"), run_id)
+
+    async def stale_runs(self, conn: asyncpg.Connection, wanted: list[str], before: float,
+                         limit: int) -> list[str]:
+        rows = await conn.fetch(
             "SELECT run_id FROM lashflow_runs WHERE status = ANY($1::text[]) AND updated_at < $2 "
             "ORDER BY updated_at, run_id LIMIT $3", wanted, float(before), limit)
         return [row[0] for row in rows]
 
-    async def delete_runs(self, run_ids: Collection[str]) -> int:
-        if not run_ids:
-            return 0
-        async with self._conn() as conn, conn.transaction():
-            settled = [row[0] for row in await conn.fetch(
-                "SELECT run_id FROM lashflow_runs WHERE run_id = ANY($1::text[]) AND status IN "
-                "('finished', 'failed', 'cancelled') FOR UPDATE", list(run_ids))]
-            for table in ("steps", "attempts", "completions", "signals", "runs"):
-                await conn.execute(f"DELETE FROM lashflow_{table} WHERE run_id = ANY($1::text[])",
-                                   settled)
-        return len(settled)
+    async def settled_among(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[str]:
+        return [row[0] for row in await conn.fetch(
+            "SELECT run_id FROM lashflow_runs WHERE run_id = ANY($1::text[]) AND status IN "
+            "('finished', 'failed', 'cancelled') FOR UPDATE", run_ids)]
 
-    async def delete_unreferenced_blobs(self, limit: int) -> int:
-        status = await self._fetchval(
+    async def delete_runs(self, conn: asyncpg.Connection, run_ids: list[str]) -> None:
+        for table in ("steps", "attempts", "completions", "signals", "runs"):
+            await conn.execute(f"DELETE FROM lashflow_{table} WHERE run_id = ANY($1::text[])",
+                               run_ids)
+
+    async def delete_unreferenced_blobs(self, conn: asyncpg.Connection, limit: int) -> int:
+        return int(await conn.fetchval(
             "WITH gone AS (DELETE FROM lashflow_blobs WHERE hash IN (SELECT b.hash FROM "
             "lashflow_blobs b WHERE NOT EXISTS (SELECT 1 FROM lashflow_steps s WHERE "
-            "s.blob = b.hash) LIMIT $1) RETURNING 1) SELECT count(*) FROM gone", limit)
-        return int(status or 0)
+            "s.blob = b.hash) LIMIT $1) RETURNING 1) SELECT count(*) FROM gone", limit) or 0)
 
-    async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
-        if not run_ids:
-            return set()
-        rows = await self._fetch("SELECT run_id FROM lashflow_runs WHERE cancel_requested "
-                                 "AND run_id = ANY($1::text[])", list(run_ids))
-        return {row[0] for row in rows}
+    async def cancel_requested(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[str]:
+        rows = await conn.fetch("SELECT run_id FROM lashflow_runs WHERE cancel_requested "
+                                "AND run_id = ANY($1::text[])", run_ids)
+        return [row[0] for row in rows]
+
+    async def unsettled_leases(self, conn: asyncpg.Connection, now: float) -> list[Any]:
+        # Only owners on this host can be proven dead (see leases.py): the others need not
+        # leave the server at all.
+        return await conn.fetch(
+            "SELECT run_id, lease_owner, lease_expires FROM lashflow_runs WHERE status IN "
+            "('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1 OR "
+            "lease_owner LIKE $2) ORDER BY created_at, run_id", now, _local_owners())
 
     # The common case in one statement: a row locked by another transaction is skipped,
     # never waited for, so many workers can claim at once without queueing on each other.
+    # Its WHERE is ``may_claim`` without the dead-owner case (which needs this host).
     _CLAIM_FREE = """
         WITH target AS (
             SELECT run_id, lease_owner AS taken_from FROM lashflow_runs
@@ -486,7 +383,8 @@ class PostgresStore(Store):
             generation = r.generation + 1
         FROM target WHERE r.run_id = target.run_id RETURNING """ + ", ".join(
         "r." + column.strip() for column in RUN_COLUMNS.split(",")) + ", target.taken_from"
-    # The fallback: take it only if nobody moved it since we looked (compare and swap).
+    # Take it only if nobody moved it since it was judged (compare and swap); the lease
+    # is judged again, as it stands now, unless a dead holder's live lease let us in.
     _CLAIM_SWAP = """
         UPDATE lashflow_runs SET lease_owner = $2, lease_expires = $4, generation = generation + 1
         WHERE run_id = $1 AND generation = $5 AND lease_owner IS NOT DISTINCT FROM $6
@@ -494,243 +392,266 @@ class PostgresStore(Store):
           AND status NOT IN ('finished', 'failed', 'cancelled')
         RETURNING """ + RUN_COLUMNS
 
-    async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
-                        steal_from_dead: bool = True) -> Claimed | None:
-        """Take the lease if it is free, ours, expired or held by a dead local owner.
+    async def claim_free(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
+                         expires: float) -> tuple[Any, str | None] | None:
+        row = await conn.fetchrow(self._CLAIM_FREE, run_id, owner, now, expires)
+        return None if row is None else (row, row["taken_from"])
 
-        A row locked at that instant (its holder committing, another worker claiming) is
-        looked at without a lock; if it is claimable the claim waits for the row and
-        succeeds only if nothing moved meanwhile, so "ours" is never refused spuriously.
-        """
-        now, expires = float(now), float(now) + float(ttl)
-        claimed = await self._fetchrow(self._CLAIM_FREE, run_id, owner, now, expires)
-        if claimed is not None:
-            return Claimed(run_from_row(claimed), claimed["taken_from"])
-        row = await self._fetchrow("SELECT lease_owner, lease_expires, generation, status FROM "
+    async def lease_of(self, conn: asyncpg.Connection, run_id: str) -> Any:
+        """Read without a lock: a row locked at that instant (its holder committing,
+        another worker claiming) is judged as it was, and the swap says if it moved."""
+        return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status FROM "
                                    "lashflow_runs WHERE run_id = $1", run_id)
-        if row is None or row[3] in SETTLED:
-            return None
-        holder, held_until, current, _ = row
-        dead = bool(steal_from_dead and holder is not None and holder != owner
-                    and held_until >= now and owner_is_dead(holder))
-        if not (holder is None or holder == owner or held_until < now or dead):
-            return None
-        claimed = await self._fetchrow(self._CLAIM_SWAP, run_id, owner, now, expires, current,
-                                       holder, dead)
-        return None if claimed is None else Claimed(run_from_row(claimed), holder)
 
-    async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:
-        found = await self._fetchval(
+    async def claim_swap(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
+                         expires: float, generation: int, holder: str | None, dead: bool) -> Any:
+        return await conn.fetchrow(self._CLAIM_SWAP, run_id, owner, now, expires, generation,
+                                   holder, dead)
+
+    async def renew(self, conn: asyncpg.Connection, run_id: str, owner: str, generation: int,
+                    expires: float) -> bool:
+        return await conn.fetchval(
             "UPDATE lashflow_runs SET lease_expires = $1 WHERE run_id = $2 AND lease_owner = $3 "
-            "AND generation = $4 RETURNING 1", float(now) + float(ttl), run_id, owner, generation)
-        return found is not None
+            "AND generation = $4 RETURNING 1", expires, run_id, owner, generation) is not None
 
-    async def request_cancel(self, run_id: str) -> None:
-        await self._fetchval("UPDATE lashflow_runs SET cancel_requested = TRUE WHERE run_id = $1",
-                             run_id)
+    async def request_cancel(self, conn: asyncpg.Connection, run_id: str) -> None:
+        await conn.execute("UPDATE lashflow_runs SET cancel_requested = TRUE WHERE run_id = $1",
+                           run_id)
 
-    async def due_runs(self, now: float, limit: int = 100) -> list[str]:
-        rows = await self._fetch(
+    async def due_runs(self, conn: asyncpg.Connection, now: float, limit: int) -> list[str]:
+        rows = await conn.fetch(
             "SELECT run_id FROM lashflow_runs WHERE status = 'waiting' AND wake_at IS NOT NULL "
-            "AND wake_at <= $1 ORDER BY wake_at, run_id LIMIT $2", float(now), limit)
+            "AND wake_at <= $1 ORDER BY wake_at, run_id LIMIT $2", now, limit)
         return [row[0] for row in rows]
 
-    async def orphaned_runs(self, now: float) -> list[str]:
-        # Only owners on this host can be proven dead (see leases.py): the others need not
-        # leave the server at all.
-        local = _like_escape(socket.gethostname()) + ":%"
-        rows = await self._fetch(
-            "SELECT run_id, lease_owner, lease_expires FROM lashflow_runs WHERE status IN "
-            "('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1 OR "
-            "lease_owner LIKE $2) ORDER BY created_at, run_id", float(now), local)
-        return [run_id for run_id, owner, expires in rows
-                if owner is None or expires < now or owner_is_dead(owner)]
+    # Also on a ``running`` run: it may be parking on what was just delivered, in a commit
+    # the deliverer cannot see yet; the wake time left on the row survives that commit
+    # (``_WAKE_AT``). A waiting run made due wakes the idle workers.
+    MARK = ("UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > $1 "
+            "THEN $1 ELSE wake_at END WHERE run_id = $2 AND status = ANY($3::text[]) "
+            "RETURNING CASE WHEN status = 'waiting' THEN pg_notify($4, '') END")
 
-    # Ready runs, oldest first by when they became ready (created, or due), plus the local
-    # owners holding live leases (one per worker process on this host), to check for dead.
-    # A due run whose lease is held is being resumed right now: not claimable.
-    _CLAIMABLE = """
-        (SELECT run_id, NULL AS owner FROM (
-            SELECT run_id, created_at AS ready_at FROM lashflow_runs
-            WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
-            UNION ALL
-            SELECT run_id, wake_at FROM lashflow_runs
-            WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
-              AND (lease_owner IS NULL OR lease_expires < $1)) ready
-         ORDER BY ready_at, run_id LIMIT $2)
-        UNION ALL
-        (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
-         WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
-           AND lease_owner LIKE $3)"""
+    async def wake(self, conn: asyncpg.Connection, run_id: str, at: float,
+                   statuses: Sequence[str]) -> None:
+        await conn.fetchval(self.MARK, float(at), run_id, list(statuses), self.channel)
 
-    async def claimable(self, now: float, limit: int = 100) -> list[str]:
-        """At most ``limit`` runs, in one round trip (a second only when a local owner
-        died): workers polling at once must not each read the whole queue.
+    async def meta_for_update(self, conn: asyncpg.Connection, run_id: str) -> Any:
+        # the JSON text, not jsonb: a jsonb round trip would reorder the keys SQLite keeps
+        return await conn.fetchrow("SELECT meta FROM lashflow_runs WHERE run_id = $1 FOR UPDATE",
+                                   run_id)
 
-        Runs held by a dead owner on this host come first, then the others by the time
-        they became ready (created or due), oldest first.
-        """
-        rows = await self._fetch(self._CLAIMABLE, float(now), limit,
-                                 _like_escape(socket.gethostname()) + ":%")
-        ready = [row[0] for row in rows if row[0] is not None]
-        dead = [row[1] for row in rows if row[1] is not None and self._owner_dead(row[1])]
-        if not dead:
-            return ready
-        orphans = await self._fetch(
-            "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status IN "
-            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) "
-            "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
-        found = [row[0] for row in orphans]
-        return (found + [run_id for run_id in ready if run_id not in found])[:limit]
+    async def set_meta(self, conn: asyncpg.Connection, run_id: str, meta: str) -> None:
+        await conn.execute("UPDATE lashflow_runs SET meta = $1 WHERE run_id = $2", meta, run_id)
 
-    def _owner_dead(self, owner: str) -> bool:
-        if owner in self._dead_owners:
-            return True
-        if owner_is_dead(owner):
-            self._dead_owners.add(owner)
-            return True
-        return False
+    async def reopen_candidate(self, conn: asyncpg.Connection, run_id: str) -> Any:
+        return await conn.fetchrow("SELECT meta, status, lease_owner, lease_expires FROM "
+                                   "lashflow_runs WHERE run_id = $1 FOR UPDATE", run_id)
 
-    async def wait_for_work(self, timeout: float) -> None:
-        """Sleep until a NOTIFY says a run became claimable, or ``timeout`` (polling)."""
-        if self._listener is None:
-            raise DbError("the store is not open")
-        await self._listener.wait(timeout)
+    async def requeue(self, conn: asyncpg.Connection, run_id: str, now: float, meta: str) -> None:
+        await conn.execute(
+            "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
+            "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
+            "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
+        await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
 
-    async def mark_due(self, run_id: str, at: float) -> None:
-        await self._mark(run_id, at, ("waiting",))
+    # -- completions and signals -------------------------------------------------------------
+    async def completion(self, conn: asyncpg.Connection, run_id: str, step_key: str) -> Any:
+        return await conn.fetchrow(f"SELECT {COMPLETION_COLUMNS} FROM lashflow_completions "
+                                   "WHERE run_id = $1 AND step_key = $2", run_id, step_key)
 
-    async def wake(self, run_id: str, at: float) -> None:
-        """Also on a ``running`` run: it may be parking on what was just delivered, in a
-        commit the deliverer cannot see yet. The wake time left on the row survives that
-        commit (``_WAKE_AT``), so the wake-up is not lost; at worst the run is driven once
-        more for nothing."""
-        await self._mark(run_id, at, ("waiting", "running"))
+    async def open_wait(self, conn: asyncpg.Connection, row: dict[str, Any]) -> Any:
+        # One statement: insert waiting, or fill the wait fields of a row not waiting yet.
+        keep = "CASE WHEN c.waiting THEN c.{0} ELSE EXCLUDED.{0} END"
+        fields = ("deadline_at", "on_timeout", "on_cancel", "module", "tool")
+        return await conn.fetchrow(
+            "INSERT INTO lashflow_completions AS c (run_id, step_key, waiting, deadline_at, "
+            "on_timeout, on_cancel, module, tool) VALUES ($1, $2, TRUE, $3, $4, $5, $6, $7) "
+            "ON CONFLICT (run_id, step_key) DO UPDATE SET waiting = TRUE, "
+            + ", ".join(f"{name} = {keep.format(name)}" for name in fields)
+            + f" RETURNING {COMPLETION_COLUMNS}",
+            row["run_id"], row["step_key"], _float_or_none(row.get("deadline_at")),
+            row.get("on_timeout"), row.get("on_cancel"), row.get("module"), row.get("tool"))
 
-    _MARK = ("UPDATE lashflow_runs SET wake_at = CASE WHEN wake_at IS NULL OR wake_at > $1 "
-             "THEN $1 ELSE wake_at END WHERE run_id = $2 AND status = ANY($3::text[]) "
-             "RETURNING CASE WHEN status = 'waiting' THEN pg_notify($4, '') END")
+    async def open_waits(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
+        return await conn.fetch(f"SELECT {COMPLETION_COLUMNS} FROM lashflow_completions "
+                                "WHERE run_id = $1 AND waiting AND resolution IS NULL "
+                                "ORDER BY step_key", run_id)
 
-    async def _mark(self, run_id: str, at: float, statuses: tuple[str, ...]) -> None:
-        await self._fetchval(self._MARK, float(at), run_id, list(statuses), self._channel)
+    async def touch_completion(self, conn: asyncpg.Connection, run_id: str, step_key: str) -> Any:
+        # Insert-or-touch: the row exists, is locked by us and is its latest version, so
+        # concurrent settlers line up and exactly one sees no resolution.
+        return await conn.fetchrow(
+            "INSERT INTO lashflow_completions AS c (run_id, step_key) VALUES ($1, $2) "
+            "ON CONFLICT (run_id, step_key) DO UPDATE SET waiting = c.waiting "
+            f"RETURNING {COMPLETION_COLUMNS}", run_id, step_key)
 
-    async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
-        # Read-modify-write of the JSON text under the row lock (a jsonb round trip would
-        # reorder the keys the other backend keeps).
-        async with self._conn() as conn:
-            async with conn.transaction():
-                row = await conn.fetchrow("SELECT meta FROM lashflow_runs WHERE run_id = $1 "
-                                          "FOR UPDATE", run_id)
-                if row is None:
-                    return
-                meta = loads(row[0]) or {}
-                edit(meta)
-                await conn.execute("UPDATE lashflow_runs SET meta = $1 WHERE run_id = $2",
-                                   dumps(meta), run_id)
+    async def resolve_completion(self, conn: asyncpg.Connection, run_id: str, step_key: str,
+                                 resolution: str) -> None:
+        await conn.execute("UPDATE lashflow_completions SET resolution = $1 WHERE run_id = $2 "
+                           "AND step_key = $3", resolution, run_id, step_key)
 
-    async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None]) -> bool:
-        async with self._conn() as conn:
-            async with conn.transaction():
-                row = await conn.fetchrow(
-                    "SELECT meta FROM lashflow_runs WHERE run_id = $1 AND status IN ('failed', "
-                    "'cancelled', 'needs_attention') AND (lease_owner IS NULL OR "
-                    "lease_expires < $2) FOR UPDATE", run_id, float(now))
-                if row is None:
-                    return False
-                meta = loads(row[0]) or {}
-                edit(meta)
-                await conn.execute(
-                    "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
-                    "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
-                    "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1",
-                    run_id, float(now), dumps(meta))
-                await conn.execute("SELECT pg_notify($1, '')", self._channel)  # it is queued
-        return True
+    async def signal_by_sender(self, conn: asyncpg.Connection, run_id: str, name: str,
+                               sender: str) -> int | None:
+        return await conn.fetchval("SELECT ordinal FROM lashflow_signals WHERE run_id = $1 AND "
+                                   "name = $2 AND sender = $3", run_id, name, sender)
 
-    # -- journal ---------------------------------------------------------------------
-    async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
-        async with self._conn() as conn:
-            return await self._read_journal(conn, run_id)
+    async def append_signal(self, conn: asyncpg.Connection, run_id: str, name: str, payload: str,
+                            sender: str | None) -> int | None:
+        # Next ordinal in one statement; a concurrent sender that took the same ordinal
+        # makes ours a no-op (ON CONFLICT): None, and the program tries the one after.
+        return await conn.fetchval(
+            "INSERT INTO lashflow_signals (run_id, name, ordinal, payload, sender) "
+            "SELECT $1::text, $2::text, COALESCE(MAX(ordinal), 0) + 1, $3::text, $4::text "
+            "FROM lashflow_signals WHERE run_id = $1 AND name = $2 "
+            "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, payload, sender)
 
-    async def _read_journal(self, conn: asyncpg.Connection,
-                            run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
-        """The run's journal; a row that does not decode, or whose blob is missing, is
-        ``JournalCorrupt`` (as in SQLite), never a half-read step replay would trust."""
-        step_rows = await conn.fetch(
-            f"SELECT {STEP_READ_COLUMNS} FROM lashflow_steps s LEFT JOIN lashflow_blobs b "
-            "ON b.hash = s.blob WHERE s.run_id = $1 ORDER BY s.seq", run_id)
-        attempt_rows = await conn.fetch(
-            "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
-            "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
-        return journal_from_rows(run_id, step_rows, attempt_rows,
-                                 require_crc=self._crc_required)
+    async def signal(self, conn: asyncpg.Connection, run_id: str, name: str, ordinal: int) -> Any:
+        return await conn.fetchrow("SELECT payload FROM lashflow_signals WHERE run_id = $1 AND "
+                                   "name = $2 AND ordinal = $3", run_id, name, ordinal)
 
-    async def commit(self, change: Commit) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((change, future))
-        if not self._flushing:
-            self._flushing = True
-            self._flusher = asyncio.get_running_loop().create_task(self._flush())
-        await future
 
-    async def _flush(self) -> None:
-        """Commit whatever is queued, one transaction per round, until the queue is empty."""
-        batch: list[tuple[Commit, asyncio.Future[None]]] = []
+def _local_owners() -> str:
+    """A LIKE pattern for lease owners on this host (the only ones provably dead)."""
+    return _like_escape(socket.gethostname()) + ":%"
+
+
+class PostgresBackend:
+    """PostgreSQL's side of the store (``core.Backend``): a pool, the statements above,
+    and a group commit that is one statement whatever the number of runs in the group."""
+
+    groups_writes = False  # a write of its own costs a round trip, not an fsync to share
+    inline = None
+    migrations = _MIGRATIONS
+
+    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.label = _redacted(url)
+        self.sql = _Statements()
+        self._pool: asyncpg.Pool | None = None
+        self.listener: WorkListener | None = None
+
+    @property
+    def channel(self) -> str:
+        return self.sql.channel
+
+    # -- plumbing ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
         try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                began = time.perf_counter()
-                try:
-                    results = await self._transact([change for change, _ in batch])
-                except Exception as exc:  # the whole transaction failed: nobody is durable
-                    results = [exc] * len(batch)
-                if self.on_commit is not None:
-                    self.on_commit(time.perf_counter() - began, len(batch))
-                for (_, future), result in zip(batch, results):
-                    if future.done():
-                        continue
-                    if result is None:
-                        future.set_result(None)
-                    else:
-                        future.set_exception(result)
-                batch = []
-        except BaseException:  # cancelled (loop shutting down): fail waiters, never hang them
-            for _, future in batch + self._queue:
-                if not future.done():
-                    future.set_exception(DbError("the store stopped before the write committed"))
-            self._queue = []
-            raise
-        finally:
-            self._flushing = False
-            self._flusher = None
+            yield
+        except _DB_ERRORS as exc:
+            raise DbError(f"database error on {self.label}: {_one_line(exc)}") from None
 
-    async def _transact(self, changes: list[Commit]) -> list[Exception | None]:
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise DbError("the store is not open")
+        return self._pool
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        with self._errors():
+            return await self._require_pool().fetch(sql, *args)
+
+    async def _run(self, conn: asyncpg.Connection, job: Job) -> Any:
+        """Run a program to its end on ``conn``, answering each statement it asks for."""
+        program = job()
+        sql = self.sql
+        answer = None
+        while True:
+            try:
+                name, args = program.send(answer)
+            except StopIteration as end:
+                return end.value
+            answer = await getattr(sql, name)(conn, *args)
+
+    async def read(self, job: Job, *, scan: bool = False, snapshot: bool = False) -> Any:
+        pool = self._require_pool()
+        with self._errors():
+            async with pool.acquire() as conn:
+                if not snapshot:
+                    return await self._run(conn, job)
+                async with conn.transaction(readonly=True):
+                    return await self._run(conn, job)
+
+    async def write(self, job: Job, *, atomic: bool = True) -> Any:
+        pool = self._require_pool()
+        with self._errors():
+            async with pool.acquire() as conn:
+                if not atomic:
+                    return await self._run(conn, job)
+                async with conn.transaction():
+                    return await self._run(conn, job)
+
+    # -- lifetime ----------------------------------------------------------------------------
+    async def open(self, create: bool, schema: Job) -> None:
+        dsn, options = _split_url(self.url)
+        size = options.pop("pool_size")
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=1, max_size=size, timeout=self.connect_timeout,
+                reset=_keep_session, **options)
+        except (*_DB_ERRORS, ValueError) as exc:
+            raise DbError(f"cannot open database {self.label}: {_one_line(exc)}") from None
+        try:
+            with self._errors():
+                async with pool.acquire() as conn:
+                    if not create and await conn.fetchval(
+                            "SELECT to_regclass('lashflow_meta')") is None:
+                        raise NoDatabase(f"no lashflow tables at {self.label} (in its "
+                                         "search_path): nothing has run with it yet")
+                    # the advisory lock keeps workers that open at the same moment from
+                    # racing on CREATE TABLE
+                    async with conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock(hashtext("
+                                           "'lashflow_migrate:' || COALESCE(current_schema(), '')))")
+                        await self._run(conn, schema)
+                    self.sql.channel = channel_for(await conn.fetchval("SELECT current_schema()"))
+        except BaseException:
+            pool.terminate()
+            raise
+        self._pool = pool
+        self.listener = WorkListener(dsn, options, self.channel, self.connect_timeout, self.label)
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            listener, self.listener = self.listener, None
+            await listener.close()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), timeout=10)
+            except (asyncio.TimeoutError, *_DB_ERRORS):
+                pool.terminate()
+
+    # -- group commit ------------------------------------------------------------------------
+    async def apply_group(self, ops: list[Commit | Job]) -> list[Outcome]:
         """One group transaction, retried when the server picked it as a deadlock or
         serialization victim (then nothing of it was written)."""
+        changes = [op for op in ops if isinstance(op, Commit)]
+        assert len(changes) == len(ops), "only journal commits are grouped here"
         pool = self._require_pool()
         for attempt in range(3):
             try:
                 async with pool.acquire() as conn:
-                    return await self._apply(conn, changes)
+                    ok = await self._apply(conn, changes)
+                return [(True, None) if index in ok else (False, fenced(change.run_id))
+                        for index, change in enumerate(changes)]
             except _RETRYABLE as exc:
                 if attempt == 2:
-                    raise DbError(f"database error on {self._display}: {_one_line(exc)}") from None
+                    raise DbError(f"database error on {self.label}: {_one_line(exc)}") from None
             except _DB_ERRORS as exc:
-                raise DbError(f"database error on {self._display}: {_one_line(exc)}") from None
+                raise DbError(f"database error on {self.label}: {_one_line(exc)}") from None
         raise AssertionError("unreachable")
 
-    async def _apply(self, conn: asyncpg.Connection, changes: list[Commit]) -> list[Exception | None]:
-        """Write one group. The usual group (each row written once) is ONE statement, so
-        one round trip plus the server's commit; a group that writes a row twice (which
-        must apply in order) takes the statement-per-table transaction."""
+    async def _apply(self, conn: asyncpg.Connection, changes: list[Commit]) -> set[int]:
+        """Write one group; the indexes of the changes that passed their fence. The usual
+        group (each row written once) is ONE statement, so one round trip plus the
+        server's commit; a group that writes a row twice (which must apply in order), or
+        wakes another run, takes the statement-per-table transaction."""
         rows = _GroupRows.of(changes)
         if rows.writes_a_row_twice() or any(change.wake is not None for change in changes):
-            ok = await self._apply_in_transaction(conn, changes, rows)
-        else:
-            ok = await self._apply_in_one_statement(conn, changes, rows)
-        return [None if index in ok else Fenced(f"run {change.run_id} is driven by another worker")
-                for index, change in enumerate(changes)]
+            return await self._apply_in_transaction(conn, changes, rows)
+        return await self._apply_in_one_statement(conn, changes, rows)
 
     # Lock every run row of the group in one fixed order (no deadlocks between workers); a
     # lease taken over meanwhile shows as a newer generation. Then each table's rows of the
@@ -777,14 +698,15 @@ class PostgresStore(Store):
                 updated_at = COALESCE(u.updated_at, r.updated_at),
                 lease_owner = CASE WHEN u.release THEN NULL ELSE r.lease_owner END,
                 lease_expires = CASE WHEN u.release THEN 0 ELSE r.lease_expires END
-            FROM unnest($32::int[], $33::text[], $34::text[], $35::text[], $36::text[],
-                        $37::text[], $38::float8[], $39::boolean[], $40::float8[])
+            FROM unnest($31::int[], $32::text[], $33::text[], $34::text[], $35::text[],
+                        $36::text[], $37::float8[], $38::boolean[], $39::float8[])
                  AS u(idx, run_id, status, result, error, waiting, wake_at, release, updated_at)
             WHERE r.run_id = u.run_id AND u.idx IN (SELECT idx FROM ok)
-            -- claimable now (handed back, or parked but already due): wake idle workers
+            -- claimable now (handed back, or parked but already due by the change's own
+            -- clock; without one, perhaps due): wake idle workers
             RETURNING CASE WHEN (u.release AND r.status IN ('queued', 'running'))
-                OR (r.status = 'waiting' AND r.wake_at <= $31::float8)
-                THEN pg_notify($41::text, '') END)
+                OR (r.status = 'waiting' AND r.wake_at <= COALESCE(u.updated_at, r.wake_at))
+                THEN pg_notify($40::text, '') END)
         SELECT idx FROM ok"""
 
     async def _apply_in_one_statement(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -794,7 +716,7 @@ class PostgresStore(Store):
             list(range(len(changes))), [change.run_id for change in changes],
             [change.generation for change in changes],
             *_columns(rows.blobs, 3), *_columns(rows.steps, 13), *_columns(rows.attempts, 10),
-            time.time(), *_columns(rows.runs, 9), self._channel)
+            *_columns(rows.runs, 9), self.channel)
         return {row[0] for row in found}
 
     async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -835,99 +757,73 @@ class PostgresStore(Store):
                 # claimable now, or perhaps due (a spurious wake-up costs one look)
                 if any((release and status in ("queued", "running")) or status == "waiting"
                        for _, status, _, _, _, _, release, _ in runs):
-                    await conn.execute("SELECT pg_notify($1, '')", self._channel)
+                    await conn.execute("SELECT pg_notify($1, '')", self.channel)
             for index, change in enumerate(changes):
                 if change.wake is not None and index in ok:
-                    await conn.fetchval(self._MARK, float(change.wake_at), change.wake,
-                                        ["waiting", "running"], self._channel)
+                    await self.sql.wake(conn, change.wake, change.wake_at, WAKEABLE)
         return ok
 
-    # -- completions and signals ---------------------------------------------------------
-    _COMPLETION_COLUMNS = ("run_id, step_key, waiting, deadline_at, on_timeout, on_cancel, module, "
-                           "tool, resolution")
 
-    @staticmethod
-    def _completion_row(row: Any) -> dict[str, Any]:
-        return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
-                "deadline_at": row[3], "on_timeout": row[4], "on_cancel": row[5], "module": row[6],
-                "tool": row[7], "resolution": loads(row[8])}
+class PostgresStore(CoreStore):
+    """The shared store for many workers. All methods are safe to call concurrently."""
 
-    async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None:
-        row = await self._fetchrow(f"SELECT {self._COMPLETION_COLUMNS} FROM lashflow_completions "
-                                   "WHERE run_id = $1 AND step_key = $2", run_id, step_key)
-        return self._completion_row(row) if row else None
+    backend: PostgresBackend
 
-    async def completion_open_wait(self, row: dict[str, Any]) -> dict[str, Any]:
-        # One statement: insert waiting, or fill the wait fields of a row that is not waiting
-        # yet (an earlier resolution stays); a row already waiting keeps its fields.
-        keep = "CASE WHEN c.waiting THEN c.{0} ELSE EXCLUDED.{0} END"
-        fields = ("deadline_at", "on_timeout", "on_cancel", "module", "tool")
-        stored = await self._fetchrow(
-            "INSERT INTO lashflow_completions AS c (run_id, step_key, waiting, deadline_at, "
-            "on_timeout, on_cancel, module, tool) VALUES ($1, $2, TRUE, $3, $4, $5, $6, $7) "
-            "ON CONFLICT (run_id, step_key) DO UPDATE SET waiting = TRUE, "
-            + ", ".join(f"{name} = {keep.format(name)}" for name in fields)
-            + f" RETURNING {self._COMPLETION_COLUMNS}",
-            row["run_id"], row["step_key"], _float_or_none(row.get("deadline_at")),
-            row.get("on_timeout"), row.get("on_cancel"), row.get("module"), row.get("tool"))
-        return self._completion_row(stored)
+    def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
+        super().__init__(PostgresBackend(url, connect_timeout=connect_timeout))
+        self.url = url
+        self._dead_owners: set[str] = set()  # owner ids are never reused: dead stays dead
 
-    async def completion_settle(self, run_id: str, step_key: str, resolution: dict[str, Any], *,
-                                now: float, respect_deadline: bool, wake_at: float | None = None
-                                ) -> tuple[dict[str, Any], str]:
-        async with self._conn() as conn:
-            async with conn.transaction():
-                # Insert-or-touch: the row exists, is locked by us and is its latest version,
-                # so concurrent settlers line up and exactly one sees no resolution.
-                found = await conn.fetchrow(
-                    "INSERT INTO lashflow_completions AS c (run_id, step_key) VALUES ($1, $2) "
-                    "ON CONFLICT (run_id, step_key) DO UPDATE SET waiting = c.waiting "
-                    f"RETURNING {self._COMPLETION_COLUMNS}", run_id, step_key)
-                current = self._completion_row(found)
-                if current["resolution"] is not None:
-                    return current, "already_resolved"
-                deadline = current["deadline_at"]
-                if respect_deadline and deadline is not None and now >= deadline:
-                    return current, "expired"
-                await conn.execute("UPDATE lashflow_completions SET resolution = $1 WHERE run_id = $2 "
-                                   "AND step_key = $3", dumps(resolution), run_id, step_key)
-                if wake_at is not None:  # the NOTIFY goes out with the commit
-                    await conn.fetchval(self._MARK, float(wake_at), run_id,
-                                        ["waiting", "running"], self._channel)
-        current["resolution"] = resolution
-        return current, "won"
+    # Ready runs, oldest first by when they became ready (created, or due), plus the local
+    # owners holding live leases (one per worker process on this host), to check for dead.
+    # A due run whose lease is held is being resumed right now: not claimable.
+    _CLAIMABLE = """
+        (SELECT run_id, NULL AS owner FROM (
+            SELECT run_id, created_at AS ready_at FROM lashflow_runs
+            WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
+            UNION ALL
+            SELECT run_id, wake_at FROM lashflow_runs
+            WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
+              AND (lease_owner IS NULL OR lease_expires < $1)) ready
+         ORDER BY ready_at, run_id LIMIT $2)
+        UNION ALL
+        (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
+         WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
+           AND lease_owner LIKE $3)"""
 
-    async def completion_open_waits(self, run_id: str) -> list[dict[str, Any]]:
-        rows = await self._fetch(f"SELECT {self._COMPLETION_COLUMNS} FROM lashflow_completions "
-                                 "WHERE run_id = $1 AND waiting AND resolution IS NULL "
-                                 "ORDER BY step_key", run_id)
-        return [self._completion_row(row) for row in rows]
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        """At most ``limit`` runs, in one round trip (a second only when a local owner
+        died): workers polling at once must not each read the whole queue.
 
-    async def add_signal(self, run_id: str, name: str, payload: Any, *,
-                         sender: str | None = None) -> int:
-        # Next ordinal in one statement; a concurrent sender that took the same ordinal
-        # makes ours a no-op (ON CONFLICT), and we try again with the one after. A
-        # ``sender`` that already delivered (before a crash) gets its ordinal back.
-        for _ in range(10_000):
-            if sender is not None:
-                sent = await self._fetchval(
-                    "SELECT ordinal FROM lashflow_signals WHERE run_id = $1 AND name = $2 AND "
-                    "sender = $3", run_id, name, sender)
-                if sent is not None:
-                    return int(sent)
-            ordinal = await self._fetchval(
-                "INSERT INTO lashflow_signals (run_id, name, ordinal, payload, sender) "
-                "SELECT $1::text, $2::text, COALESCE(MAX(ordinal), 0) + 1, $3::text, $4::text "
-                "FROM lashflow_signals WHERE run_id = $1 AND name = $2 "
-                "ON CONFLICT DO NOTHING RETURNING ordinal", run_id, name, dumps(payload), sender)
-            if ordinal is not None:
-                return int(ordinal)
-        raise DbError(f"could not append signal {name!r} to run {run_id}: too much contention")
+        Runs held by a dead owner on this host come first, then the others by the time
+        they became ready (created or due), oldest first.
+        """
+        rows = await self.backend.fetch(self._CLAIMABLE, float(now), limit, _local_owners())
+        ready = [row[0] for row in rows if row[0] is not None]
+        dead = [row[1] for row in rows if row[1] is not None and self._owner_dead(row[1])]
+        if not dead:
+            return ready
+        orphans = await self.backend.fetch(
+            "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status IN "
+            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) "
+            "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
+        found = [row[0] for row in orphans]
+        return (found + [run_id for run_id in ready if run_id not in found])[:limit]
 
-    async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]:
-        row = await self._fetchrow("SELECT payload FROM lashflow_signals WHERE run_id = $1 AND "
-                                   "name = $2 AND ordinal = $3", run_id, name, ordinal)
-        return (True, loads(row[0])) if row else (False, None)
+    def _owner_dead(self, owner: str) -> bool:
+        if owner in self._dead_owners:
+            return True
+        if owner_is_dead(owner):
+            self._dead_owners.add(owner)
+            return True
+        return False
+
+    async def wait_for_work(self, timeout: float) -> None:
+        """Sleep until a NOTIFY says a run became claimable, or ``timeout`` (polling)."""
+        listener = self.backend.listener
+        if listener is None:
+            raise DbError("the store is not open")
+        await listener.wait(timeout)
 
 
 def _float_or_none(value: float | None) -> float | None:

@@ -168,16 +168,16 @@ def test_signatures_are_compared_with_compare_digest_only(monkeypatch: pytest.Mo
 
 async def test_the_secret_is_256_random_bits_from_secrets(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from lashflow.store import sqlite as sqlite_store
+    from lashflow.store import core as store_core
 
     asked: list[int] = []
-    real = sqlite_store.secrets.token_bytes
+    real = store_core.secrets.token_bytes
 
     def spy(n: int) -> bytes:
         asked.append(n)
         return real(n)
 
-    monkeypatch.setattr(sqlite_store.secrets, "token_bytes", spy)
+    monkeypatch.setattr(store_core.secrets, "token_bytes", spy)
     secrets_seen = []
     for name in ("one", "two"):
         async with Engine(db=f"sqlite:///{tmp_path / name}.db"):

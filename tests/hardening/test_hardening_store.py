@@ -125,7 +125,7 @@ async def test_a_locked_database_waits_the_busy_timeout_then_fails_clearly(tmp_p
     locker = _lock(db, 60)
     try:
         engine = Engine(db=f"sqlite:///{db}", tools=TOOLS)
-        engine.store.busy_timeout = 0.5  # type: ignore[attr-defined]
+        engine.store.backend.busy_timeout = 0.5  # type: ignore[attr-defined]
         async with engine:  # opening reads only (WAL readers never wait for the writer)
             assert await engine.list() == []
             _reset()
@@ -194,7 +194,7 @@ async def _set(engine: Engine, pragma: str) -> None:
     def apply(conn: sqlite3.Connection) -> None:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
         conn.execute(pragma.format(pages=pages))
-    await engine.store._call(apply)  # type: ignore[attr-defined]
+    await engine.store.backend._call(apply)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -209,7 +209,7 @@ async def test_a_write_fault_mid_run_loses_nothing_and_resume_finishes(fault: st
     db = tmp_path / f"{fault}.db"
     set_fault, clear_fault, message = FAULTS[fault]
     engine = Engine(db=f"sqlite:///{db}", tools=TOOLS)
-    engine.store.busy_timeout = 0.5  # type: ignore[attr-defined]
+    engine.store.backend.busy_timeout = 0.5  # type: ignore[attr-defined]
     locker = None
     async with engine:
         task = asyncio.create_task(engine.run(FLOW, input={"n": 1}, run_id="r"))

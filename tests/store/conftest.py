@@ -73,6 +73,12 @@ class Backend:
         """URLs of this backend that cannot be opened, each for a different reason."""
         raise NotImplementedError
 
+    async def hold_run_lock(self, run_id: str) -> Callable[[], Any]:
+        """Hold what a commit to ``run_id`` must wait for (SQLite: the write lock; PostgreSQL:
+        the run's row lock), as another process's transaction would; returns an async
+        release."""
+        raise NotImplementedError
+
     async def tamper(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         """Run a hand edit as an operator (or a bad disk) would, outside lashflow. ``sql``
         names tables as ``{steps}``, ``{blobs}``... and takes ``?`` placeholders."""
@@ -101,6 +107,15 @@ class SqliteBackend(Backend):
 
     async def tamper(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return self._execute(sql.format_map(_Tables("")), *params)
+
+    async def hold_run_lock(self, run_id: str) -> Callable[[], Any]:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("BEGIN IMMEDIATE")
+
+        async def release() -> None:
+            conn.rollback()
+            conn.close()
+        return release
 
     def bad_urls(self, tmp_path: Path) -> list[str]:
         blocker = tmp_path / "a-file"
@@ -221,14 +236,14 @@ async def postgres_backend() -> AsyncIterator[PostgresBackend]:
 @pytest.fixture
 def count_transactions() -> Callable[[Store], list[int]]:
     """Test hook: count the group transactions a store writes (both backends funnel every
-    ``commit`` group through ``_apply``). The hook returns a one-item list: the count."""
+    ``commit`` group through their backend's ``_apply``). The hook returns a one-item list: the count."""
     def install(store: Store) -> list[int]:
         counter = [0]
-        original = store._apply  # type: ignore[attr-defined]
+        original = store.backend._apply  # type: ignore[attr-defined]
 
         def counting(*args: Any, **options: Any) -> Any:
             counter[0] += 1
             return original(*args, **options)
-        store._apply = counting  # type: ignore[attr-defined]
+        store.backend._apply = counting  # type: ignore[attr-defined]
         return counter
     return install

@@ -35,12 +35,12 @@ async def bump(i: int) -> int:
 def record_threads(store: Any) -> list[str]:
     """Which thread ran each group transaction."""
     seen: list[str] = []
-    original = store._apply
+    original = store.backend._apply
 
     def apply(*args: Any, **options: Any) -> Any:
         seen.append("loop" if threading.current_thread() is threading.main_thread() else "db")
         return original(*args, **options)
-    store._apply = apply
+    store.backend._apply = apply
     return seen
 
 

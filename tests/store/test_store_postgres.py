@@ -10,7 +10,7 @@ import pytest
 
 from lashflow.errors import DbError
 from lashflow.store import Commit, RunRecord, StepRecord, open_store
-from lashflow.store.postgres import PostgresStore
+from lashflow.store.postgres import PostgresBackend, PostgresStore
 
 
 def make_run(run_id: str, **fields: Any) -> RunRecord:
@@ -82,7 +82,7 @@ async def test_group_commits_of_two_workers_on_overlapping_runs_do_not_deadlock(
 
 async def test_pool_size_in_the_url_is_ours_and_checked(postgres_backend: Any) -> None:
     async with open_store(postgres_backend.url_with(pool_size="2")) as store:
-        assert store._pool.get_max_size() == 2  # type: ignore[attr-defined]
+        assert store.backend._pool.get_max_size() == 2  # type: ignore[attr-defined]
         await asyncio.gather(*[store.add_signal("r", "s", i) for i in range(10)])
     with pytest.raises(DbError, match="pool_size"):
         await open_store(postgres_backend.url_with(pool_size="many")).open()
@@ -111,12 +111,12 @@ async def test_a_plain_group_is_one_statement_and_a_rewriting_group_a_transactio
         postgres_backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     used: list[str] = []
     for name in ("_apply_in_one_statement", "_apply_in_transaction"):
-        original = getattr(PostgresStore, name)
+        original = getattr(PostgresBackend, name)
 
         def spy(self: Any, *args: Any, _name: str = name, _original: Any = original) -> Any:
             used.append(_name)
             return _original(self, *args)
-        monkeypatch.setattr(PostgresStore, name, spy)
+        monkeypatch.setattr(PostgresBackend, name, spy)
     async with postgres_backend.make() as store:
         await store.create_run(make_run("r"))
         await asyncio.gather(*[store.commit(Commit("r", None, steps=[

@@ -24,12 +24,12 @@ async def opened(path: Path) -> SqliteStore:
 def record_hops(store: SqliteStore) -> list[str]:
     """The name of each function the store sends to the connection's thread."""
     hopped: list[str] = []
-    call = store._call
+    call = store.backend._call
 
     async def recording(fn, *args):  # type: ignore[no-untyped-def]
         hopped.append(fn.__name__)
         return await call(fn, *args)
-    store._call = recording  # type: ignore[method-assign]
+    store.backend._call = recording  # type: ignore[method-assign]
     return hopped
 
 
@@ -70,13 +70,13 @@ class BusyOnce:
 async def test_a_read_refused_on_the_loop_goes_to_the_thread(tmp_path: Path) -> None:
     store = await opened(tmp_path / "j.db")
     try:
-        reader = BusyOnce(store._reader)  # type: ignore[arg-type]
-        store._reader = reader  # type: ignore[assignment]
+        reader = BusyOnce(store.backend._reader)  # type: ignore[arg-type]
+        store.backend._reader = reader  # type: ignore[assignment]
         hopped = record_hops(store)
         run = await store.get_run("r")
-        assert reader.refused == 1 and hopped == ["read"]
+        assert reader.refused == 1 and hopped == ["_run"]
         assert run is not None and run.input == {"n": 1}
-        assert (await store.get_run("r")) == run and hopped == ["read"]  # back on the loop
+        assert (await store.get_run("r")) == run and hopped == ["_run"]  # back on the loop
     finally:
         await store.close()
 
@@ -85,8 +85,8 @@ async def test_a_broken_file_is_a_db_error_on_the_loop_too(tmp_path: Path) -> No
     path = tmp_path / "j.db"
     store = await opened(path)
     try:
-        store._reader.execute("PRAGMA query_only = 0")  # type: ignore[union-attr]
-        store._reader.execute("DROP TABLE runs")  # type: ignore[union-attr]
+        store.backend._reader.execute("PRAGMA query_only = 0")  # type: ignore[union-attr]
+        store.backend._reader.execute("DROP TABLE runs")  # type: ignore[union-attr]
         with pytest.raises(DbError) as info:
             await store.get_run("r")
         assert str(path) in str(info.value) and "runs" in str(info.value)

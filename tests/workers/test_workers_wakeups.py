@@ -130,7 +130,7 @@ async def test_schemas_do_not_wake_each_other(store: Store) -> None:
 @pytest.mark.parametrize("db", ["postgres"], indirect=True)
 async def test_a_lost_listener_falls_back_to_polling_and_comes_back(db: Db, store: Store) -> None:
     await listening(store)
-    channel = store._channel  # type: ignore[attr-defined]
+    channel = store.backend.channel  # type: ignore[attr-defined]
     admin = await asyncpg.connect(db.raw_url, timeout=5)
     try:
         killed = await admin.fetchval(

@@ -1,0 +1,265 @@
+"""What the store decides, written once for every backend: each operation that reads or
+writes more than one statement is a *program*, a generator that yields the statements it
+needs, by name, and is sent their answers.
+
+    row = yield "lease_of", (run_id,)
+
+A backend runs a program inside whatever its dialect calls one unit of work (SQLite: a
+plain function in one transaction on one thread, one hop; PostgreSQL: one pooled
+connection, in a transaction where the program must be atomic) and answers each
+statement with its own SQL (``STATEMENTS`` names them all; each backend has a method per
+name). The programs hold the decisions both backends must make alike: the schema
+version rules, first-writer-wins completions, signals delivered once, the claim rule,
+re-opening a stopped run. They do no I/O and read no clock: times come from the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generator, Iterable, TypeVar
+
+from ..errors import DbError, Fenced, JournalCorrupt
+from ..states import SETTLED
+from .base import (
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, RunDetail, RunRecord,
+    StepRecord, StoreStats,
+)
+from .leases import may_claim
+from .queries import stats_of, summary_from_row
+from .rows import dumps, journal_from_rows, loads, run_from_row
+
+T = TypeVar("T")
+Ask = tuple[str, tuple[Any, ...]]  # (statement name, its arguments)
+Program = Generator[Ask, Any, T]
+
+# Runs a delivery may wake: waiting ones become due, a running one keeps the wake time
+# through its park (it may be parking on what was just delivered).
+WAKEABLE = ("waiting", "running")
+REOPENABLE = ("failed", "cancelled", "needs_attention")
+COMPLETION_FIELDS = ("run_id", "step_key", "waiting", "deadline_at", "on_timeout", "on_cancel",
+                     "module", "tool", "resolution")
+COMPLETION_COLUMNS = ", ".join(COMPLETION_FIELDS)
+
+
+def fenced(run_id: str) -> Fenced:
+    return Fenced(f"run {run_id} is driven by another worker")
+
+
+def one(name: str, *args: Any) -> Program[Any]:
+    """A program of one statement: its answer."""
+    return (yield name, args)
+
+
+# -- the schema ---------------------------------------------------------------------------
+def migrate(migrations: dict[int, list[str]], label: str,
+            secret: bytes) -> Program[None]:
+    """Bring the schema to ``SCHEMA_VERSION`` (run by the backend inside its exclusive
+    migration transaction). A newer schema is refused, never touched; a database from
+    before checksums is marked so its old rows are checked for JSON only; the secret that
+    signs completion keys is made once."""
+    yield "create_meta", ()
+    version = yield "schema_version", ()
+    if version > SCHEMA_VERSION:
+        raise DbError(f"database {label} has schema version {version}, newer than this "
+                      f"lashflow supports ({SCHEMA_VERSION}); upgrade lashflow to open it")
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in migrations[target]:
+            yield "migrate", (statement,)
+    if 0 < version < CHECKSUMS_REQUIRED_FROM:
+        yield "mark_unchecked", ()
+    yield "set_schema_version", (SCHEMA_VERSION,)
+    yield "ensure_secret", (secret,)
+
+
+# -- runs ---------------------------------------------------------------------------------
+def create_run(run: RunRecord) -> Program[tuple[RunRecord, bool]]:
+    if (yield "insert_run", (run,)):
+        return run, True  # stored as given: no need to read it back
+    row = yield "run_row", (run.run_id,)
+    if row is None:  # inserted and deleted in between: nothing here deletes live runs
+        raise DbError(f"run {run.run_id} vanished while being created")
+    return run_from_row(row), False
+
+
+def get_run(run_id: str) -> Program[RunRecord | None]:
+    row = yield "run_row", (run_id,)
+    return run_from_row(row) if row else None
+
+
+def list_runs(status: str | None, limit: int | None) -> Program[list[RunRecord]]:
+    return [run_from_row(row) for row in (yield "run_rows", (status, limit))]
+
+
+def stats(now: float) -> Program[StoreStats]:
+    by_status = yield "runs_by_status", ()
+    return stats_of(by_status, (yield "parked_waits", ()), now)
+
+
+def journal(run_id: str, require_crc: bool) -> Program[tuple[list[StepRecord], list[AttemptRecord]]]:
+    """The run's journal; a row that cannot be trusted raises ``JournalCorrupt`` (never
+    a half-decoded step that replay would take as the truth)."""
+    steps = yield "journal_steps", (run_id,)
+    attempts = yield "journal_attempts", (run_id,)
+    return journal_from_rows(run_id, steps, attempts, require_crc=require_crc)
+
+
+def run_detail(run_id: str, require_crc: bool) -> Program[RunDetail | None]:
+    row = yield "run_row", (run_id,)
+    if row is None:
+        return None
+    detail = RunDetail(run_from_row(row))
+    try:
+        detail.steps, detail.attempts = yield from journal(run_id, require_crc)
+    except JournalCorrupt as exc:  # the run's own row still reads
+        detail.journal_error = exc
+    detail.children = [summary_from_row(child) for child in (yield "children", (run_id,))]
+    detail.signals = [(name, ordinal, loads(payload))
+                      for name, ordinal, payload in (yield "signals_of", (run_id,))]
+    return detail
+
+
+def stale_runs(before: float, statuses: Iterable[str], limit: int) -> Program[list[str]]:
+    wanted = [status for status in statuses if status in SETTLED]
+    if not wanted:
+        return []
+    return list((yield "stale_runs", (wanted, before, limit)))
+
+
+def delete_runs(run_ids: list[str]) -> Program[int]:
+    """Only settled runs go, with everything they own, in one transaction."""
+    settled = list((yield "settled_among", (run_ids,)))
+    if settled:
+        yield "delete_runs", (settled,)
+    return len(settled)
+
+
+def orphaned_runs(now: float) -> Program[list[str]]:
+    rows = yield "unsettled_leases", (now,)
+    return [run_id for run_id, holder, expires in rows if may_claim(holder, expires, None, now)]
+
+
+def claim(run_id: str, owner: str, ttl: float, now: float,
+          steal_from_dead: bool) -> Program[Claimed | None]:
+    """Take the run's lease if ``may_claim`` says so. ``claim_free`` may take it at once
+    where the lease is plainly free, ours or expired (a backend without such a shortcut
+    answers None); otherwise the lease is read, judged, and swapped only if nobody moved
+    it since (compare and swap on holder and generation)."""
+    expires = now + ttl
+    taken = yield "claim_free", (run_id, owner, now, expires)
+    if taken is not None:
+        row, taken_from = taken
+        return Claimed(run_from_row(row), taken_from)
+    lease = yield "lease_of", (run_id,)
+    if lease is None:
+        return None
+    holder, held_until, generation, status = lease
+    if status in SETTLED:
+        return None  # nothing to drive: left as it is, its updated_at too
+    if not may_claim(holder, held_until, owner, now, steal_from_dead=steal_from_dead):
+        return None
+    # only a dead holder's live lease let us in: the swap must not wait for it to lapse
+    dead = holder not in (None, owner) and held_until >= now
+    row = yield "claim_swap", (run_id, owner, now, expires, generation, holder, dead)
+    return None if row is None else Claimed(run_from_row(row), holder)
+
+
+def update_meta(run_id: str, edit: Callable[[dict[str, Any]], None]) -> Program[None]:
+    """Read-modify-write of the run's meta under its row lock (no lost update)."""
+    row = yield "meta_for_update", (run_id,)
+    if row is None:
+        return
+    meta = loads(row[0]) or {}
+    edit(meta)
+    yield "set_meta", (run_id, dumps(meta))
+
+
+def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None]) -> Program[bool]:
+    """A stopped run whose lease is free goes back in the queue, cleared, its meta edited."""
+    row = yield "reopen_candidate", (run_id,)
+    if row is None:
+        return False
+    meta_text, status, holder, expires = row
+    if status not in REOPENABLE or not may_claim(holder, expires, None, now,
+                                                 steal_from_dead=False):
+        return False
+    meta = loads(meta_text) or {}
+    edit(meta)
+    yield "requeue", (run_id, now, dumps(meta))
+    return True
+
+
+# -- completions and signals ----------------------------------------------------------------
+def completion_from_row(row: Any) -> dict[str, Any]:
+    return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
+            "deadline_at": row[3], "on_timeout": row[4], "on_cancel": row[5], "module": row[6],
+            "tool": row[7], "resolution": loads(row[8])}
+
+
+def completion_get(run_id: str, step_key: str) -> Program[dict[str, Any] | None]:
+    row = yield "completion", (run_id, step_key)
+    return completion_from_row(row) if row else None
+
+
+def completion_open_wait(row: dict[str, Any]) -> Program[dict[str, Any]]:
+    """Insert the row waiting, or fill in the wait fields of one not waiting yet (a
+    resolution delivered earlier stays; a row already waiting keeps its fields)."""
+    return completion_from_row((yield "open_wait", (row,)))
+
+
+def completion_open_waits(run_id: str) -> Program[list[dict[str, Any]]]:
+    return [completion_from_row(row) for row in (yield "open_waits", (run_id,))]
+
+
+def completion_settle(run_id: str, step_key: str, resolution: dict[str, Any], now: float,
+                      respect_deadline: bool, wake_at: float | None
+                      ) -> Program[tuple[dict[str, Any], str]]:
+    """First writer wins: the row is touched (created if missing, locked where the
+    backend locks rows) and read, so of concurrent settlers exactly one sees no
+    resolution; with ``respect_deadline`` a resolution after the deadline loses."""
+    current = completion_from_row((yield "touch_completion", (run_id, step_key)))
+    if current["resolution"] is not None:
+        return current, "already_resolved"
+    deadline = current["deadline_at"]
+    if respect_deadline and deadline is not None and now >= deadline:
+        return current, "expired"
+    yield "resolve_completion", (run_id, step_key, dumps(resolution))
+    if wake_at is not None:
+        yield "wake", (run_id, wake_at, WAKEABLE)
+    current["resolution"] = resolution
+    return current, "won"
+
+
+def add_signal(run_id: str, name: str, payload: Any, sender: str | None) -> Program[int]:
+    """Append with the next ordinal of its name. ``append_signal`` answers None when a
+    concurrent sender took that ordinal (then the one after is tried); a ``sender`` that
+    delivered before (it resumed after a crash) gets its first ordinal back."""
+    text = dumps(payload)
+    for _ in range(10_000):
+        if sender is not None:
+            sent = yield "signal_by_sender", (run_id, name, sender)
+            if sent is not None:
+                return int(sent)
+        ordinal = yield "append_signal", (run_id, name, text, sender)
+        if ordinal is not None:
+            return int(ordinal)
+    raise DbError(f"could not append signal {name!r} to run {run_id}: too much contention")
+
+
+def get_signal(run_id: str, name: str, ordinal: int) -> Program[tuple[bool, Any]]:
+    row = yield "signal", (run_id, name, ordinal)
+    return (True, loads(row[0])) if row else (False, None)
+
+
+# Every statement a program asks for: each backend answers each with a method of this name.
+STATEMENTS = frozenset({
+    "create_meta", "schema_version", "migrate", "mark_unchecked", "set_schema_version",
+    "ensure_secret", "unchecked_mark", "secret", "put_source", "get_source",
+    "insert_run", "run_row", "run_rows", "runs_by_status", "parked_waits", "run_page",
+    "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
+    "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
+    "unsettled_leases", "claim_free", "lease_of", "claim_swap", "renew", "request_cancel",
+    "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue",
+    "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
+    "signal_by_sender", "append_signal", "signal",
+})
+
+__all__ = ["STATEMENTS", "Ask", "Program", "fenced", "one"]
