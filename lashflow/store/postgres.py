@@ -32,7 +32,7 @@ import asyncpg
 from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
-    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, SETTING_PREFIX, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
     Store, StoreStats,
 )
 from .leases import owner_is_dead
@@ -353,6 +353,16 @@ class PostgresStore(Store):
             value = await self._fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'")
             self._secret = bytes(value)
         return self._secret
+
+    async def setting(self, name: str) -> str | None:
+        value = await self._fetchval("SELECT value FROM lashflow_meta WHERE key = $1",
+                                     SETTING_PREFIX + name)
+        return None if value is None else bytes(value).decode()
+
+    async def put_setting(self, name: str, value: str) -> None:
+        await self._fetchval("INSERT INTO lashflow_meta (key, value) VALUES ($1, $2) ON "
+                             "CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                             SETTING_PREFIX + name, value.encode())
 
     async def put_source(self, source_hash: str, text: str) -> None:
         if source_hash in self._sources:

@@ -42,7 +42,7 @@ import aiosqlite
 from ..errors import DbError, Fenced, JournalCorrupt, NoDatabase
 from ..states import SETTLED
 from .base import (
-    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, SETTING_PREFIX, UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord,
     Store, StoreStats,
 )
 from .leases import owner_is_dead
@@ -382,6 +382,19 @@ class SqliteStore(Store):
                 return bytes(conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()[0])
             self._secret = await self._call(read)
         return self._secret
+
+    async def setting(self, name: str) -> str | None:
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?",
+                               (SETTING_PREFIX + name,)).fetchone()
+            return None if row is None else bytes(row[0]).decode()
+        return await self._read(read)
+
+    async def put_setting(self, name: str, value: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                         (SETTING_PREFIX + name, value.encode()))
+        await self._write(write)
 
     async def put_source(self, source_hash: str, text: str) -> None:
         if source_hash in self._sources:
