@@ -107,7 +107,10 @@ def _digits(number: int) -> int:
 
 
 def _clean(data: Any, max_depth: int) -> bool:
-    """The fast pass of ``check_json_text``: True when there is nothing to report."""
+    """The fast pass of ``check_json_text``: True when there is nothing to report. Each
+    item's check is written out in the loops (no call per item): it runs on every tool
+    output."""
+    nested, atoms, top, bottom = _NESTED, _ATOMS, FLOAT_MAX, -FLOAT_MAX
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         value, depth = stack.pop()
@@ -121,34 +124,39 @@ def _clean(data: Any, max_depth: int) -> bool:
             for key, item in value.items():
                 if type(key) is str and not key.isascii() and not _utf8(key):
                     return False
-                if type(item) in _NESTED:
+                kind = type(item)
+                if kind in nested:
                     stack.append((item, depth + 1))
-                elif not _plain_atom(item):
+                elif kind is float:
+                    if item - item != 0.0:
+                        return False
+                elif kind is int:
+                    if not bottom <= item <= top:
+                        return False
+                elif kind not in atoms and isinstance(item, (int, float)):
                     return False
         elif kind is list or kind is tuple:
             if depth >= max_depth:
                 return False
             for item in value:
-                if type(item) in _NESTED:
+                kind = type(item)
+                if kind in nested:
                     stack.append((item, depth + 1))
-                elif not _plain_atom(item):
+                elif kind is float:
+                    if item - item != 0.0:
+                        return False
+                elif kind is int:
+                    if not bottom <= item <= top:
+                        return False
+                elif kind not in atoms and isinstance(item, (int, float)):
                     return False
-        elif not _plain_atom(value):
-            return False
+        elif isinstance(value, (int, float)) and kind is not bool:
+            if not -FLOAT_MAX <= value <= FLOAT_MAX:  # False for NaN too
+                return False
     return True
 
 
-def _plain_atom(value: Any) -> bool:
-    """A value with nothing to report for sure: null, a boolean, a finite float or an
-    integer in a float's range (anything else goes to the careful walk)."""
-    kind = type(value)
-    if kind is float:
-        return value - value == 0.0
-    if kind is int:
-        return -FLOAT_MAX <= value <= FLOAT_MAX
-    return kind is bool or value is None or not isinstance(value, (int, float))
-
-
+_ATOMS = frozenset([bool, type(None)])
 _NESTED = frozenset([str, dict, list, tuple])
 
 
