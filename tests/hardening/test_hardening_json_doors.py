@@ -255,3 +255,46 @@ def test_cli_options_refuse_them_with_exit_2(tmp_path: Path, cli_env: dict[str, 
     assert signalled.returncode == 2 and "error[input_invalid]: --payload" in signalled.stderr
     listed = json.loads(_cli(cli_env, tmp_path, "list", "--json").stdout)
     assert sorted(r["run_id"] for r in listed["runs"]) == ["g", "r1"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A database URL on each backend (PostgreSQL: a fresh schema, dropped after)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'any.db'}"
+        return
+    import uuid
+
+    import asyncpg
+
+    from pg_support import postgres_base_url, with_query
+
+    base = postgres_base_url()
+    admin = await asyncpg.connect(base, timeout=30)
+    schema = f"lashflow_test_{uuid.uuid4().hex[:16]}"
+    try:
+        await admin.execute(f"CREATE SCHEMA {schema}")
+        yield with_query(base, search_path=schema)
+    finally:
+        await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await admin.close()
+
+
+async def test_a_nul_in_a_run_id_or_filter_of_a_url_is_a_client_mistake(any_db: str) -> None:
+    """Found here: on PostgreSQL, ``GET /v1/runs/a%00b`` answered db_error with the
+    database's URL (the server refuses NUL in text); a run id is printable text, so no
+    run has that one."""
+    async with Engine(db=any_db) as engine:
+        app = create_app(engine, ServeConfig(TOKEN))
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://lashflow") as http:
+            for method, path in (("GET", "/v1/runs/a%00b"), ("GET", "/v1/runs/a%00b/steps"),
+                                 ("POST", "/v1/runs/a%09b/cancel"),
+                                 ("POST", "/v1/runs/%00/retry")):
+                answer = await http.request(method, path, headers=AUTH)
+                assert answer.status_code == 404, (path, answer.text)
+                assert answer.json()["error"]["code"] == "unknown_run"
+            for query in ("process=a%00b", "parent=%00"):
+                answer = await http.get(f"/v1/runs?{query}", headers=AUTH)
+                assert answer.status_code == 400, (query, answer.text)
+                assert answer.json()["error"]["code"] == "usage_error"
