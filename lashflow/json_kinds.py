@@ -108,7 +108,7 @@ def _digits(number: int) -> int:
 
 def _clean(data: Any, max_depth: int) -> bool:
     """The fast pass of ``check_json_text``: True when there is nothing to report. Each
-    item's check is written out in the loops (no call per item): it runs on every tool
+    item's check is written out in the loop (no call per item): it runs on every tool
     output."""
     nested, atoms, top, bottom = _NESTED, _ATOMS, FLOAT_MAX, -FLOAT_MAX
     stack: list[tuple[Any, int]] = [(data, 0)]
@@ -118,37 +118,24 @@ def _clean(data: Any, max_depth: int) -> bool:
         if kind is str:
             if not value.isascii() and not _utf8(value):
                 return False
-        elif kind is dict:
+        elif kind is dict or kind is list or kind is tuple:
             if depth >= max_depth:
                 return False
-            for key, item in value.items():
-                if type(key) is str and not key.isascii() and not _utf8(key):
-                    return False
-                kind = type(item)
-                if kind in nested:
+            if kind is dict:
+                for key in value:
+                    if type(key) is str and not key.isascii() and not _utf8(key):
+                        return False
+            for item in value.values() if kind is dict else value:
+                item_kind = type(item)
+                if item_kind in nested:
                     stack.append((item, depth + 1))
-                elif kind is float:
+                elif item_kind is float:
                     if item - item != 0.0:
                         return False
-                elif kind is int:
+                elif item_kind is int:
                     if not bottom <= item <= top:
                         return False
-                elif kind not in atoms and isinstance(item, (int, float)):
-                    return False
-        elif kind is list or kind is tuple:
-            if depth >= max_depth:
-                return False
-            for item in value:
-                kind = type(item)
-                if kind in nested:
-                    stack.append((item, depth + 1))
-                elif kind is float:
-                    if item - item != 0.0:
-                        return False
-                elif kind is int:
-                    if not bottom <= item <= top:
-                        return False
-                elif kind not in atoms and isinstance(item, (int, float)):
+                elif item_kind not in atoms and isinstance(item, (int, float)):
                     return False
         elif isinstance(value, (int, float)) and kind is not bool:
             if not -FLOAT_MAX <= value <= FLOAT_MAX:  # False for NaN too

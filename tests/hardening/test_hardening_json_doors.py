@@ -263,21 +263,10 @@ async def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'any.db'}"
         return
-    import uuid
+    from pg_support import schema_url
 
-    import asyncpg
-
-    from pg_support import postgres_base_url, with_query
-
-    base = postgres_base_url()
-    admin = await asyncpg.connect(base, timeout=30)
-    schema = f"lashflow_test_{uuid.uuid4().hex[:16]}"
-    try:
-        await admin.execute(f"CREATE SCHEMA {schema}")
-        yield with_query(base, search_path=schema)
-    finally:
-        await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        await admin.close()
+    async with schema_url() as url:
+        yield url
 
 
 async def test_a_nul_in_a_run_id_or_filter_of_a_url_is_a_client_mistake(any_db: str) -> None:
