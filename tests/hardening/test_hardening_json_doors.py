@@ -226,33 +226,39 @@ CLI_FLOW = "process p(x: any) {\n  a = await tools.first({})?\n  finish { a: a, 
 CLI_TOOLS = "from lashflow import tool\n\n@tool\nasync def first() -> int:\n    return 1\n"
 
 
-@pytest.mark.parametrize("text, names, below", BAD_TEXT[:1] + BAD_TEXT[3:5] + [
-    (NESTED_900, "nested deeper than 256 levels", "[0]")])
-def test_cli_options_refuse_them_with_exit_2(tmp_path: Path, cli_env: dict[str, str],
-                                             text: str, names: str, below: str) -> None:
+CLI_BAD = [BAD_TEXT[0], BAD_TEXT[3], BAD_TEXT[4], BAD_TEXT[5],
+           (NESTED_900, "nested deeper than 256 levels", "[0]")]
+
+
+def test_cli_options_refuse_them_with_exit_2(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """Every option goes through the one reader: each value on ``--input``, then
+    ``fork --set`` (900 deep: it made a fork that went needs_attention with a traceback;
+    5,000 digits: exit 70) and ``signal --payload``."""
     (tmp_path / "flow.lash").write_text(CLI_FLOW)
     (tmp_path / "flow_tools.py").write_text(CLI_TOOLS)
     (tmp_path / "gate.lash").write_text(GATE)
     tools = ("--tools", str(tmp_path / "flow_tools.py"))
-    refused = _cli(cli_env, tmp_path, "run", "flow.lash", *tools, "--json",
-                   "--input", '{"x": %s}' % text)
-    assert refused.returncode == 2, refused
-    error = json.loads(refused.stdout)["error"]
-    assert error["code"] == "input_invalid" and names in error["message"]
-    assert error["path"].startswith(f"$.x{below}")
+    for text, names, below in CLI_BAD:
+        refused = _cli(cli_env, tmp_path, "run", "flow.lash", *tools, "--json",
+                       "--input", '{"x": %s}' % text)
+        assert refused.returncode == 2, refused
+        error = json.loads(refused.stdout)["error"]
+        assert error["code"] == "input_invalid" and names in error["message"], error
+        assert error["path"].startswith(f"$.x{below}"), error
     ran = _cli(cli_env, tmp_path, "run", "flow.lash", *tools, "--input", '{"x": 2}',
                "--run-id", "r1", "--json")
     assert ran.returncode == 0, ran
-    shown = json.loads(_cli(cli_env, tmp_path, "show", "r1", "--json").stdout)
-    step = shown["steps"][0]["step"]
-    forked = _cli(cli_env, tmp_path, "fork", "r1", "--from", step, "--set", f"{step}={text}",
-                  *tools, "--run-id", "f1")
-    assert forked.returncode == 2, forked
-    assert forked.stderr.startswith(f"error[input_invalid]: --set {step}"), forked.stderr
-    assert names in forked.stderr
+    step = json.loads(_cli(cli_env, tmp_path, "show", "r1", "--json").stdout)["steps"][0]["step"]
+    for text, names, _ in (CLI_BAD[4], CLI_BAD[2]):
+        forked = _cli(cli_env, tmp_path, "fork", "r1", "--from", step, "--set",
+                      f"{step}={text}", *tools, "--run-id", "f1")
+        assert forked.returncode == 2, forked
+        assert forked.stderr.startswith(f"error[input_invalid]: --set {step}"), forked.stderr
+        assert names in forked.stderr
     assert _cli(cli_env, tmp_path, "run", "gate.lash", "--run-id", "g").returncode == 3
-    signalled = _cli(cli_env, tmp_path, "signal", "g", "go", "--payload", text)
-    assert signalled.returncode == 2 and "error[input_invalid]: --payload" in signalled.stderr
+    signalled = _cli(cli_env, tmp_path, "signal", "g", "go", "--payload", "Infinity")
+    assert signalled.returncode == 2, signalled
+    assert signalled.stderr.startswith("error[input_invalid]: --payload: $: Infinity is not")
     listed = json.loads(_cli(cli_env, tmp_path, "list", "--json").stdout)
     assert sorted(r["run_id"] for r in listed["runs"]) == ["g", "r1"]
 
