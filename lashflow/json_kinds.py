@@ -147,6 +147,13 @@ _ATOMS = frozenset([bool, type(None)])
 _NESTED = frozenset([str, dict, list, tuple])
 
 
+def storable_text(text: str) -> bool:
+    """Text every database stores as it is: no NUL (PostgreSQL refuses it in text) and
+    no lone surrogate (not UTF-8). Names and ids must be; JSON strings may hold a NUL
+    (JSON escapes it)."""
+    return "\x00" not in text and _utf8(text)
+
+
 def _utf8(text: str) -> bool:
     try:
         text.encode("utf-8")

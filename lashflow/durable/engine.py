@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ..errors import InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
-from ..json_kinds import check_json_text
+from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, open_store
 from ..store.leases import new_owner_id
@@ -379,20 +379,19 @@ class Engine:
         return await self.reads.waiting()
 
 
-MAX_RUN_ID = 256
+MAX_RUN_ID = 256  # a completion key carries its run id, and a key has at most 8,192 characters
 
 
 def _check_run_id(run_id: object) -> None:
-    """A run id a caller chose is stored as text by every database and shown in URLs and
-    logs: printable text (no NUL, no control character, no lone surrogate), not too long."""
+    """A run id a caller chooses is stored as text by every database and carried in its
+    completion keys: 1 to ``MAX_RUN_ID`` characters, no NUL, no lone surrogate."""
     if run_id is None:
         return
     if not isinstance(run_id, str) or not 0 < len(run_id) <= MAX_RUN_ID \
-            or not run_id.isprintable():
+            or not storable_text(run_id):
         shown = repr(run_id) if len(repr(run_id)) <= 60 else repr(run_id)[:57] + "..."
-        raise InputInvalid(f"run id {shown}: a run id is printable text of 1 to {MAX_RUN_ID} "
-                           "characters (no control characters, no lone surrogates)",
-                           path="run_id")
+        raise InputInvalid(f"run id {shown}: a run id is text of 1 to {MAX_RUN_ID} "
+                           "characters with no NUL and no lone surrogate", path="run_id")
 
 
 __all__ = ["Engine", "RunHandle"]

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from .. import store as st
 from ..errors import JournalCorrupt, UnknownRun, UsageError
+from ..json_kinds import storable_text
 from ..states import RUN_STATUSES, RunStatus
 from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import owner_is_dead
@@ -36,10 +37,9 @@ def check_run_filters(status: str | Iterable[str] | None, limit: int) -> tuple[s
 
 
 def _stored_id(run_id: str) -> str:
-    """A run id no run can have (a NUL, a control character, a lone surrogate: a run id
-    is printable text) is unknown before any database sees it (PostgreSQL refuses such
-    text with an error of its own)."""
-    if not isinstance(run_id, str) or not run_id.isprintable():
+    """A run id no database can hold (a NUL, a lone surrogate) is unknown before any
+    database sees it (PostgreSQL refuses a NUL in text with an error of its own)."""
+    if not isinstance(run_id, str) or not storable_text(run_id):
         raise UnknownRun(f"no run with id {run_id!r}")
     return run_id
 
@@ -86,8 +86,9 @@ class Reads:
                    cursor: str | None = None) -> RunPage:
         statuses = check_run_filters(status, limit)
         for name, given in (("process", process), ("parent", parent)):
-            if given is not None and not given.isprintable():
-                raise UsageError(f"{name} {given!r}: a name or run id is printable text")
+            if given is not None and not storable_text(given):
+                raise UsageError(f"{name} {given!r}: no name or run id holds a NUL or a "
+                                 "lone surrogate")
         page = await self.store.query_runs(st.RunQuery(statuses, process, parent, since, until,
                                                        limit, cursor))
         now = self.clock.now()
