@@ -41,7 +41,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PARK = """process park(n: int) {
   r = await tools.wait_for_it({n: n})?

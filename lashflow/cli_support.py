@@ -22,7 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 import typer
 from typer.core import TyperGroup
 
-from .errors import InputInvalid, LashflowError, NoDatabase, UsageError
+from .errors import LashflowError, NoDatabase, UsageError
+from .json_input import read_json
 
 T = TypeVar("T")
 
@@ -175,14 +176,7 @@ def parse_json_option(text: str | None, option: str) -> Any:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"{option} @{path}: cannot read it: {exc}",
                              code="file_not_found") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputInvalid(f"{option} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                           f"column {exc.colno}", path="$") from None
-    except RecursionError:
-        raise InputInvalid(f"{option} is nested too deep to read (lashflow takes up to "
-                           "256 levels)", path="$") from None
+    return read_json(text, option)
 
 
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

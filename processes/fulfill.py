@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -20,12 +18,11 @@ async def quote(order: dict[str, Any]) -> dict[str, Any]:
 
 @tool(name="request_approval")
 async def request_approval(call: ToolCall) -> ToolResult:
-    """Ask a human; the run waits durably until `lashflow complete KEY ...` answers."""
-    await call.context.completion_key()  # the CLI prints the key with the waiting run
-    if os.environ.get("LASHFLOW_PUBLIC_URL"):  # served: a webhook can answer too
-        url = await call.context.completion_url()
-        print(f"approve over HTTP: curl -X POST {url} -H 'content-type: application/json' "
-              "-d '{\"result\": {\"approved\": true}}'", file=sys.stderr)
+    """Ask a human; the run waits durably until `lashflow complete KEY ...`, a webhook
+    or the console's inbox answers. A real tool would send the approver its URL here
+    (``await call.context.completion_url()``) by mail or chat; never print or log it:
+    the key in it is the credential, and a server's log is read by many."""
+    await call.context.completion_key()  # `lashflow waiting` and the inbox show it
     return ToolResult.pending(PendingCompletion().with_deadline(timedelta(hours=24)))
 
 

@@ -9,9 +9,11 @@ deleted when the test session ends. Each xdist worker starts its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from typing import Any
+import uuid
+from typing import Any, AsyncIterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 _THROWAWAY: list[Any] = []  # the pgserver handle, once started
@@ -48,3 +50,20 @@ def shown_url(url: str) -> str:
     if parts.password is None:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+
+
+@contextlib.asynccontextmanager
+async def schema_url(prefix: str = "lashflow_test") -> AsyncIterator[str]:
+    """The test server's URL with a fresh schema as its ``search_path``; the schema is
+    dropped with all it holds afterwards."""
+    import asyncpg
+
+    base = postgres_base_url()
+    admin = await asyncpg.connect(base, timeout=30)
+    schema = f"{prefix}_{uuid.uuid4().hex[:16]}"
+    try:
+        await admin.execute(f"CREATE SCHEMA {schema}")
+        yield with_query(base, search_path=schema)
+    finally:
+        await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await admin.close()

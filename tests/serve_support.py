@@ -14,21 +14,22 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-TOKEN = "test-token-123"
+TOKEN = "test-token-0123456789"
 ROOT = Path(__file__).resolve().parents[1]
 
 
 class Server:
     """One `lashflow serve` subprocess; its output (the access log) is kept whole."""
 
-    def __init__(self, tmp: Path, db: str, *extra: str) -> None:
-        self.tmp, self.db, self.extra = tmp, db, extra
+    def __init__(self, tmp: Path, db: str, *extra: str,
+                 env: dict[str, str] | None = None) -> None:
+        self.tmp, self.db, self.extra, self.env = tmp, db, extra, env or {}
         self.log: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
     def start(self) -> None:
-        env = dict(os.environ, LASHFLOW_API_TOKEN=TOKEN, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, LASHFLOW_API_TOKEN=TOKEN, PYTHONUNBUFFERED="1", **self.env)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lashflow", "serve", "--port", "0", "--db", self.db,
              "--processes", str(self.tmp / "processes"), *self.extra],
@@ -62,16 +63,18 @@ class Server:
 
 
 @contextlib.contextmanager
-def serving(tmp: Path, files: dict[str, str]) -> Iterator[Server]:
+def serving(tmp: Path, files: dict[str, str],
+            env: dict[str, str] | None = None) -> Iterator[Server]:
     """A started server whose processes directory holds the fulfill example and
-    ``files`` (name -> text); killed at the end if a test left it running."""
+    ``files`` (name -> text), with ``env`` added to its environment; killed at the end
+    if a test left it running."""
     processes = tmp / "processes"
     processes.mkdir()
     for name in ("fulfill.lash", "fulfill.py"):
         shutil.copy(ROOT / "processes" / name, processes)
     for name, text in files.items():
         (processes / name).write_text(text)
-    running = Server(tmp, f"sqlite:///{tmp / 'serve.db'}")
+    running = Server(tmp, f"sqlite:///{tmp / 'serve.db'}", env=env)
     running.start()
     try:
         yield running

@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import RunBusy, RunConflict, UsageError
+from ..errors import InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
+from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, open_store
 from ..store.leases import new_owner_id
@@ -175,6 +176,7 @@ class Engine:
         (generation 1), in the same transaction: the caller drives it at once with no
         claim, no re-read and no journal load (it has none). An existing run is returned
         as stored, for the caller to join or drive the usual way."""
+        _check_run_id(run_id)
         source = self.tools.read_source(source_or_path)
         compiled = self.programs.compile(source.text)
         decl = entry_of(compiled.module, process)
@@ -248,7 +250,14 @@ class Engine:
         row number ``show`` prints), each step in ``set`` recorded as if its tool had
         returned that value, driven on from there. Linked both ways (``forked_from``).
         ``wait=False``: drive it in the background and answer at once."""
-        new_id = await self.operator.fork(run_id, from_step, dict(set or {}), run_id_of_fork)
+        _check_run_id(run_id_of_fork)
+        overrides = dict(set or {})
+        for step, value in overrides.items():  # before anything is written
+            try:
+                check_json_text(value)
+            except InputInvalid as exc:
+                raise InputInvalid(f"set {step}: {exc.message}", **exc.details) from None
+        new_id = await self.operator.fork(run_id, from_step, overrides, run_id_of_fork)
         if not wait:
             await self.drive_soon(new_id)
             return await self.reads.get(new_id)
@@ -368,6 +377,21 @@ class Engine:
 
     async def waiting(self) -> list[tuple[str, Wait]]:
         return await self.reads.waiting()
+
+
+MAX_RUN_ID = 256  # a completion key carries its run id, and a key has at most 8,192 characters
+
+
+def _check_run_id(run_id: object) -> None:
+    """A run id a caller chooses is stored as text by every database and carried in its
+    completion keys: 1 to ``MAX_RUN_ID`` characters, no NUL, no lone surrogate."""
+    if run_id is None:
+        return
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= MAX_RUN_ID \
+            or not storable_text(run_id):
+        shown = repr(run_id) if len(repr(run_id)) <= 60 else repr(run_id)[:57] + "..."
+        raise InputInvalid(f"run id {shown}: a run id is text of 1 to {MAX_RUN_ID} "
+                           "characters with no NUL and no lone surrogate", path="run_id")
 
 
 __all__ = ["Engine", "RunHandle"]

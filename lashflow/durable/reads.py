@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from .. import store as st
 from ..errors import JournalCorrupt, UnknownRun, UsageError
+from ..json_kinds import storable_text
 from ..states import RUN_STATUSES, RunStatus
 from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import may_claim
@@ -34,6 +35,14 @@ def check_run_filters(status: str | Iterable[str] | None, limit: int) -> tuple[s
         raise UsageError(f"limit must be between 1 and {MAX_PAGE}, not {limit}")
     return statuses
 
+
+def _stored_id(run_id: str) -> str:
+    """A run id no database can hold (a NUL, a lone surrogate) is unknown before any
+    database sees it (PostgreSQL refuses a NUL in text with an error of its own)."""
+    if not isinstance(run_id, str) or not storable_text(run_id):
+        raise UnknownRun(f"no run with id {run_id!r}")
+    return run_id
+
 class Reads:
     def __init__(self, store: Store, tools: ToolRunner, clock: Clock) -> None:
         self.store = store
@@ -41,7 +50,7 @@ class Reads:
         self.clock = clock
 
     async def require(self, run_id: str) -> RunRecord:
-        run = await self.store.get_run(run_id)
+        run = await self.store.get_run(_stored_id(run_id))
         if run is None:
             raise UnknownRun(f"no run with id {run_id!r}")
         return run
@@ -76,13 +85,17 @@ class Reads:
                    until: float | None = None, limit: int = 50,
                    cursor: str | None = None) -> RunPage:
         statuses = check_run_filters(status, limit)
+        for name, given in (("process", process), ("parent", parent)):
+            if given is not None and not storable_text(given):
+                raise UsageError(f"{name} {given!r}: no name or run id holds a NUL or a "
+                                 "lone surrogate")
         page = await self.store.query_runs(st.RunQuery(statuses, process, parent, since, until,
                                                        limit, cursor))
         now = self.clock.now()
         return RunPage([self._summary(row, now) for row in page.runs], page.next_cursor)
 
     async def run_detail(self, run_id: str) -> RunDetail:
-        detail = await self.store.run_detail(run_id)
+        detail = await self.store.run_detail(_stored_id(run_id))
         if detail is None:
             raise UnknownRun(f"no run with id {run_id!r}")
         run, now = detail.run, self.clock.now()

@@ -453,8 +453,8 @@ class ToolRunner:
         """(run id, the key's row) for a genuine key of a run that still takes
         completions; None for a forged or unknown key or a cancelled run (one answer)."""
         assert self.book is not None
-        ids = self.book.keys.verify(key)
-        if ids is None or not await self.book.storage.run_accepts_completions(ids[0]):
+        ids = await self.book.owner(key)
+        if ids is None:
             return None
         return ids[0], await self.book.storage.get(*ids)
 

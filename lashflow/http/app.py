@@ -8,7 +8,6 @@ other ``/v1`` route needs the management token as a bearer token.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,17 +17,24 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import LashflowError
+from ..json_input import read_json
+from ..json_kinds import MAX_INPUT_DEPTH
 from ..tools import CompletionError, ToolResult
 from ..tools.completion import Resolution, ResolutionSource
 from ..tools.validation import condensed
+from .connections import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+from .credentials import check_token, client_of
 from .errors import HttpError, error_response
+from .headers import AnswerHeaders
 from .models import CancelBody, CompletionBody, SignalBody, StartRun
 from .openapi import openapi_document
+from .throttle import Throttle
 
 log = logging.getLogger("lashflow.http")
 
@@ -41,13 +47,17 @@ class ServeConfig:
     may be started from; ``body_limit``: the largest request body accepted (bytes);
     ``drive``: move a run on here at once after a delivery (the server runs a worker);
     ``console``: ``full`` (the web console at ``/``), ``inbox`` (only its inbox, and no
-    management API: for the people who approve) or ``off``."""
+    management API: for the people who approve) or ``off``. ``head_timeout``: seconds a
+    client has to send a request's head (line and headers) before the server answers 408
+    and closes; ``max_connections``: connections open at once (503 beyond)."""
 
     token: str
     processes: Path | None = None
     body_limit: int = DEFAULT_BODY_LIMIT
     drive: bool = True
     console: str = "full"
+    head_timeout: float = DEFAULT_HEAD_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -55,7 +65,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def create_app(engine: Any, config: ServeConfig) -> Starlette:
     """The application over an open ``Engine`` (the caller opens and closes it)."""
-    api = _Api(engine, config)
+    check_token(config.token)
+    throttle = Throttle(engine.clock.now)
+    api = _Api(engine, config, throttle)
     managed = [
         ("/v1/runs", api.list_runs, ["GET"]),
         ("/v1/runs", api.start_run, ["POST"]),
@@ -78,11 +90,12 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
                    *(Route(path, _guarded(api.authorised(handler)), methods=methods)
                      for path, handler, methods in managed)]
     if config.console != "off":
-        from .console import Console, ConsoleConfig
+        from .console import Console, ConsoleConfig, Sessions
 
-        routes += Console(engine, ConsoleConfig(config.token,
-                                                inbox_only=config.console == "inbox")).routes()
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
+        console = ConsoleConfig(config.token, inbox_only=config.console == "inbox")
+        routes += Console(engine, console, throttle, Sessions(engine.store)).routes()
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception},
+                     middleware=[Middleware(AnswerHeaders)])
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
@@ -97,9 +110,10 @@ def _guarded(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except HttpError as exc:
-            return error_response(exc.code, exc.message, **exc.headers)
+            return error_response(exc.code, exc.message, exc.headers,
+                                  **({"path": exc.path} if exc.path else {}))
         except LashflowError as exc:
-            return error_response(exc.code, exc.message)
+            return error_response(exc.code, exc.message, **_where(exc))
         except Exception:  # noqa: BLE001 - a bug: logged here, one line to the client
             log.exception("internal error on %s %s", request.method, request.url.path)
             return error_response("internal_error", "lashflow failed on this request; the "
@@ -108,19 +122,31 @@ def _guarded(handler: Handler) -> Handler:
 
 
 class _Api:
-    def __init__(self, engine: Any, config: ServeConfig) -> None:
+    def __init__(self, engine: Any, config: ServeConfig, throttle: Throttle) -> None:
         self.engine = engine
         self.config = config
+        self.throttle = throttle
         self._token = config.token.encode()
 
     # -- plumbing ------------------------------------------------------------------------
     def authorised(self, handler: Handler) -> Handler:
+        """The bearer token checked; a client that got it wrong too often waits first."""
         async def check(request: Request) -> Response:
-            scheme, _, given = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                     self._token):
+            offered = request.headers.get("authorization")
+            client = client_of(request)
+            if offered is not None:
+                wait = self.throttle.wait_left(client)
+                if wait:
+                    raise HttpError("too_many_attempts", "too many wrong tokens from this "
+                                    f"address: try again in {wait} s", **{"Retry-After": str(wait)})
+            scheme, _, given = (offered or "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    given.strip().encode(), self._token):
+                if offered is not None:
+                    self.throttle.missed(client)
                 raise HttpError("unauthorized", "this route needs the management token: "
                                 "Authorization: Bearer <token>", **{"WWW-Authenticate": "Bearer"})
+            self.throttle.passed(client)
             return await handler(request)
         return check
 
@@ -140,10 +166,8 @@ class _Api:
         raw = b"".join(chunks)
         if not raw.strip() and empty_ok:
             return model()
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise HttpError("input_invalid", f"the body is not JSON: {exc}") from None
+        # one level more than a run input may have: the body wraps the input (or result)
+        data = read_json(raw, "the body", max_depth=MAX_INPUT_DEPTH + 1)
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -211,9 +235,15 @@ class _Api:
         if root is None:
             raise HttpError("usage_error", "this server starts no runs: it was started "
                             "without --processes DIR")
+        if "\x00" in name:  # no file is named so; the file system would raise
+            raise HttpError("input_invalid", "$.file: a file name holds no NUL", path="$.file")
         base = root.resolve()
-        path = (base / name).resolve()
-        if not path.is_relative_to(base) or path.suffix != ".lash" or not path.is_file():
+        try:
+            path = (base / name).resolve()
+            usable = path.is_relative_to(base) and path.suffix == ".lash" and path.is_file()
+        except (OSError, ValueError):  # a name the file system refuses
+            usable = False
+        if not usable:
             raise HttpError("unknown_process_file",
                             f"no process file {name!r} in the server's processes directory")
         return path
@@ -275,6 +305,13 @@ class _Api:
     async def metrics(self, request: Request) -> Response:
         return Response(await self.engine.metrics_text(),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def _where(exc: LashflowError) -> dict[str, str]:
+    """The JSON path and the hint of a refusal, when it has them (as the CLI's ``--json``)."""
+    hint = getattr(exc, "hint", None) or exc.details.get("hint")
+    found = {"path": exc.details.get("path"), "hint": hint}
+    return {key: str(value) for key, value in found.items() if value}
 
 
 def _same(winner: Resolution | None, result: ToolResult) -> bool:

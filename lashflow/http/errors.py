@@ -21,23 +21,26 @@ STATUS_BY_CODE = {
     "run_not_retryable": 409,
     "completion_expired": 410,
     "body_too_large": 413,
+    "too_many_attempts": 429,
     "internal_error": 500,
 }
 
 
-def error_response(code: str, message: str, **headers: str) -> JSONResponse:
-    """``{"error": {"code", "message"}}`` with the status the code maps to (400 by
-    default: a request the user can fix)."""
-    return JSONResponse({"error": {"code": code, "message": message}},
+def error_response(code: str, message: str, headers: dict[str, str] | None = None,
+                   **where: str) -> JSONResponse:
+    """``{"error": {"code", "message"}}`` (plus ``path``/``hint`` given in ``where``) with
+    the status the code maps to (400 by default: a request the user can fix)."""
+    return JSONResponse({"error": {"code": code, "message": message, **where}},
                         status_code=STATUS_BY_CODE.get(code, 400), headers=headers or None)
 
 
 class HttpError(Exception):
     """Raised by a handler to refuse with a code and message."""
 
-    def __init__(self, code: str, message: str, **headers: Any) -> None:
+    def __init__(self, code: str, message: str, *, path: str | None = None,
+                 **headers: Any) -> None:
         super().__init__(message)
-        self.code, self.message, self.headers = code, message, headers
+        self.code, self.message, self.headers, self.path = code, message, headers, path
 
 
 __all__ = ["HttpError", "STATUS_BY_CODE", "error_response"]

@@ -1,10 +1,20 @@
-"""The request bodies of the HTTP API, as pydantic models (they also make /openapi.json)."""
+"""The request bodies and the answers of the HTTP API: the bodies are validated with
+these pydantic models, and bodies and answers make /openapi.json. The answers are built
+by the engine's ``to_json`` (the CLI's ``--json`` says the same); where an answer is one
+of the engine's dataclasses as it is (``RunPage``, ``CompletionInfo``, ``Wait``) that
+dataclass is its schema, else a model here mirrors it. Tests check every route's answer
+against its schema, so they cannot drift apart. An answer may carry fields a later
+version adds."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..durable.outcome import AttemptView, CompletionInfo, RunError, RunPage, RunSummary, Wait
+from ..states import RunStatus
 
 
 class _Body(BaseModel):
@@ -48,6 +58,9 @@ class CancelBody(_Body):
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    path: str | None = Field(None, description="Where in the body (a JSON path such as "
+                                               "`$.input.items[2]`), for `input_invalid`.")
+    hint: str | None = None
 
 
 class ErrorBody(BaseModel):
@@ -56,4 +69,100 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-__all__ = ["CancelBody", "CompletionBody", "ErrorBody", "ErrorDetail", "SignalBody", "StartRun"]
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass
+class WaitingItem(Wait):
+    """An open wait with the run it belongs to."""
+
+    run_id: str = field(kw_only=True)
+
+
+@dataclass
+class RunAnswer(RunSummary):
+    """One run: its input, result (when finished) or error, waits and children."""
+
+    input: dict[str, Any] = field(kw_only=True)
+    result: Any = None
+    prints: list[str] = field(default_factory=list)
+    file: str | None = None
+    children: list[RunSummary] = field(default_factory=list)
+    journal_error: RunError | None = None
+    pending_signals: list[dict[str, Any]] = field(default_factory=list)
+
+
+class StepInfo(_Answer):
+    """One journal step; ``preview`` is its outcome within the output budget."""
+
+    step: str
+    kind: str
+    tool: str | None
+    status: str
+    state: str
+    attempts: int
+    started_at: float | None
+    finished_at: float | None
+    duration: float | None
+    preview: str | None
+    attempt_log: list[AttemptView]
+    args: Any = None
+    wake_at: float | None = None
+
+
+class StepsAnswer(_Answer):
+    steps: list[StepInfo]
+
+
+class StepOutputAnswer(_Answer):
+    """A step's whole outcome, beyond the output budget."""
+
+    run_id: str
+    step: str
+    kind: str
+    tool: str | None
+    status: str
+    outcome: Any
+
+
+class RunStatusAnswer(_Answer):
+    """A run started or retried (it moves on in the background): its status now."""
+
+    run_id: str
+    status: RunStatus
+
+
+class CompletionAnswer(_Answer):
+    """``duplicate``: the very same answer was recorded before (a sender's retry)."""
+
+    run_id: str
+    status: RunStatus
+    duplicate: bool
+
+
+class SignalAnswer(_Answer):
+    run_id: str
+    signal: str
+    status: RunStatus
+
+
+class CancelAnswer(_Answer):
+    run_id: str
+    status: RunStatus
+    already_settled: bool
+
+
+class WaitingAnswer(_Answer):
+    waiting: list[WaitingItem]
+
+
+class HealthAnswer(_Answer):
+    ok: bool
+
+
+__all__ = ["CancelAnswer", "CancelBody", "CompletionAnswer", "CompletionBody",
+           "CompletionInfo", "ErrorBody", "ErrorDetail", "HealthAnswer", "RunAnswer", "RunPage",
+           "RunStatusAnswer", "RunSummary", "SignalAnswer", "SignalBody",
+           "StartRun", "StepInfo", "StepOutputAnswer", "StepsAnswer", "WaitingAnswer",
+           "WaitingItem"]

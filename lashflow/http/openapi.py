@@ -1,29 +1,42 @@
-"""The OpenAPI 3.1 document of the HTTP API, its schemas built from the pydantic models
-of the request bodies (so the document cannot drift from what the server validates)."""
+"""The OpenAPI 3.1 document of the HTTP API, its schemas built from the models of the
+request bodies (so the document cannot drift from what the server validates) and of the
+answers (every route's answer is checked against its model in the tests)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any
 
-from .. import __version__
-from .models import CancelBody, CompletionBody, ErrorBody, SignalBody, StartRun
+from pydantic import TypeAdapter
 
-_MODELS = (CompletionBody, StartRun, SignalBody, CancelBody, ErrorBody)
+from .. import __version__
+from . import models
+
+_BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.CancelBody,
+           models.ErrorBody)
+_ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
+            models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
+            models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
+            models.WaitingAnswer, models.HealthAnswer)
+_METRICS = {"text/plain": {"schema": {"type": "string", "description": "Prometheus text "
+                                      "exposition format 0.0.4"}}}
 
 
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _op(summary: str, *, body: str | None = None, token: bool = True,
+def _op(summary: str, answer: str, *, body: str | None = None, token: bool = True,
         params: tuple[str, ...] = (), query: tuple[str, ...] = (),
         ok: int = 200) -> dict[str, Any]:
+    """One operation: ``answer`` names the model of its success answer (``metrics``: the
+    Prometheus text)."""
+    content = _METRICS if answer == "metrics" else {"application/json": {
+        "schema": _ref(answer)}}
     operation: dict[str, Any] = {
         "summary": summary,
         "responses": {
-            str(ok): {"description": "done", "content": {"application/json": {
-                "schema": {"type": "object"}}}},
+            str(ok): {"description": "done", "content": content},
             "default": {"description": "refused", "content": {"application/json": {
                 "schema": _ref("ErrorBody")}}},
         },
@@ -42,8 +55,8 @@ def _op(summary: str, *, body: str | None = None, token: bool = True,
 @lru_cache(maxsize=1)
 def openapi_document() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    for model in _MODELS:
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for model in _BODIES + _ANSWERS:
+        schema = TypeAdapter(model).json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
     run = ("run_id",)
@@ -54,31 +67,37 @@ def openapi_document() -> dict[str, Any]:
         "paths": {
             "/v1/completions/{key}": {
                 "post": _op("Resolve a completion key (the key is the credential)",
-                            body="CompletionBody", token=False, params=("key",)),
-                "get": _op("Whether a completion key is still open", token=False,
-                           params=("key",)),
+                            "CompletionAnswer", body="CompletionBody", token=False,
+                            params=("key",)),
+                "get": _op("Whether a completion key is still open", "CompletionInfo",
+                           token=False, params=("key",)),
             },
             "/v1/runs": {
-                "get": _op("Runs, newest first, one page at a time",
+                "get": _op("Runs, newest first, one page at a time", "RunPage",
                            query=("status", "process", "parent", "since", "until", "limit",
                                   "cursor")),
                 "post": _op("Start a run of a file in the processes directory",
-                            body="StartRun", ok=202),
+                            "RunStatusAnswer", body="StartRun", ok=202),
             },
             "/v1/runs/{run_id}": {"get": _op("One run: input, status, result or error, "
-                                             "waits, children", params=run)},
-            "/v1/runs/{run_id}/steps": {"get": _op("The run's journal", params=run)},
+                                             "waits, children", "RunAnswer", params=run)},
+            "/v1/runs/{run_id}/steps": {"get": _op("The run's journal", "StepsAnswer",
+                                                   params=run)},
             "/v1/runs/{run_id}/steps/{step}/output": {
-                "get": _op("A step's full, unbudgeted outcome", params=run + ("step",))},
+                "get": _op("A step's full, unbudgeted outcome", "StepOutputAnswer",
+                           params=run + ("step",))},
             "/v1/runs/{run_id}/signals/{name}": {
-                "post": _op("Signal a run", body="SignalBody", params=run + ("name",))},
-            "/v1/runs/{run_id}/cancel": {"post": _op("Cancel a run", body="CancelBody",
-                                                     params=run)},
-            "/v1/runs/{run_id}/retry": {"post": _op("Retry a stopped run", params=run,
-                                                    ok=202)},
-            "/v1/waiting": {"get": _op("Every open wait with the command that resolves it")},
+                "post": _op("Signal a run", "SignalAnswer", body="SignalBody",
+                            params=run + ("name",))},
+            "/v1/runs/{run_id}/cancel": {"post": _op("Cancel a run", "CancelAnswer",
+                                                     body="CancelBody", params=run)},
+            "/v1/runs/{run_id}/retry": {"post": _op("Retry a stopped run", "RunStatusAnswer",
+                                                    params=run, ok=202)},
+            "/v1/waiting": {"get": _op("Every open wait with the command that resolves it",
+                                       "WaitingAnswer")},
             "/metrics": {"get": _op("Prometheus text: runs by status, open waits, steps, "
-                                    "attempts, journal commits, lease takeovers")},
+                                    "attempts, journal commits, lease takeovers", "metrics")},
+            "/healthz": {"get": _op("The server is up", "HealthAnswer", token=False)},
         },
         "components": {
             "schemas": schemas,

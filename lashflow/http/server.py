@@ -16,20 +16,22 @@ import uvicorn
 from ..durable.engine import Engine
 from . import logs
 from .app import ServeConfig, create_app
+from .connections import guarded_protocol
+from .credentials import check_token
 
 
 async def serve(*, host: str, port: int, db: str | None, tools: list[str],
                 config: ServeConfig, concurrency: int | None,
                 announce: Callable[[str], None],
                 listener: Callable[[dict[str, Any]], None] | None = None) -> None:
+    check_token(config.token)  # before a database is opened or made
     async with Engine(db=db, modules=tools, telemetry=True) as engine:
         if listener is not None:
             engine.listeners.append(listener)
-        app = create_app(engine, config)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, lifespan="off",
-                                               log_level="info", server_header=False))
+        server = uvicorn_server(create_app(engine, config), host, port, config)
         # after uvicorn configured its loggers: no completion key reaches a log line
-        logs.install("uvicorn.access", "uvicorn.error", "lashflow", "lashflow.http")
+        logs.install("uvicorn.access", "uvicorn.error", "lashflow", "lashflow.http",
+                     secrets=(config.token,))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -49,6 +51,14 @@ async def serve(*, host: str, port: int, db: str | None, tools: list[str],
                 loop.remove_signal_handler(sig)
 
 
+def uvicorn_server(app: Any, host: str, port: int, config: ServeConfig) -> uvicorn.Server:
+    """uvicorn serving ``app`` with the limits of ``config``: a request head must arrive
+    within ``head_timeout`` seconds, at most ``max_connections`` are open at once."""
+    return uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, lifespan="off", log_level="info", server_header=False,
+        http=guarded_protocol(config.head_timeout, config.max_connections)))
+
+
 async def _announce_when_up(server: uvicorn.Server, announce: Callable[[str], None]) -> None:
     while not server.started:
         await asyncio.sleep(0.01)
@@ -59,4 +69,4 @@ async def _announce_when_up(server: uvicorn.Server, announce: Callable[[str], No
             return
 
 
-__all__ = ["serve"]
+__all__ = ["serve", "uvicorn_server"]

@@ -22,6 +22,7 @@ SCHEMA_VERSION = 4
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
 CHECKSUMS_REQUIRED_FROM = 4
 UNCHECKED_ROWS = "unchecked_rows"
+SETTING_PREFIX = "setting."  # meta keys of ``Store.setting``: apart from the store's own
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
@@ -254,6 +255,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def secret(self) -> bytes:
         """The per-database secret (>= 256 random bits) that signs completion keys."""
+
+    @abc.abstractmethod
+    async def setting(self, name: str) -> str | None:
+        """A value lashflow's own parts keep in the database under ``name`` (the console's
+        session generation): shared by every process on it, kept across restarts."""
+
+    @abc.abstractmethod
+    async def put_setting(self, name: str, value: str) -> None: ...
 
     @abc.abstractmethod
     async def put_source(self, source_hash: str, text: str) -> None: ...

@@ -16,7 +16,7 @@ from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeV
 
 from . import programs
 from .base import (
-    AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
 from .group_commit import GroupCommit, Inline, Outcome
@@ -119,6 +119,13 @@ class CoreStore(Store):
         if self._secret is None:
             self._secret = await self._read(one, "secret", scan=True)
         return self._secret
+
+    async def setting(self, name: str) -> str | None:
+        value: str | None = await self._read(one, "setting", SETTING_PREFIX + name)
+        return value
+
+    async def put_setting(self, name: str, value: str) -> None:
+        await self._write(one, "put_setting", SETTING_PREFIX + name, value, atomic=False)
 
     async def put_source(self, source_hash: str, text: str) -> None:
         if source_hash not in self._sources:  # what is stored wins: the first text

@@ -262,6 +262,15 @@ class _Statements:
     async def secret(self, conn: asyncpg.Connection) -> bytes:
         return bytes(await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'"))
 
+    async def setting(self, conn: asyncpg.Connection, key: str) -> str | None:
+        value = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = $1", key)
+        return None if value is None else bytes(value).decode()
+
+    async def put_setting(self, conn: asyncpg.Connection, key: str, value: str) -> None:
+        await conn.execute("INSERT INTO lashflow_meta (key, value) VALUES ($1, $2) "
+                           "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                           key, value.encode())
+
     async def put_source(self, conn: asyncpg.Connection, source_hash: str, text: str) -> str:
         # BYTEA, not TEXT: a source file may hold characters (NUL) a TEXT column refuses.
         stored = await conn.fetchval(

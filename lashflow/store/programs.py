@@ -252,7 +252,8 @@ def get_signal(run_id: str, name: str, ordinal: int) -> Program[tuple[bool, Any]
 # Every statement a program asks for: each backend answers each with a method of this name.
 STATEMENTS = frozenset({
     "create_meta", "schema_version", "migrate", "mark_unchecked", "set_schema_version",
-    "ensure_secret", "unchecked_mark", "secret", "put_source", "get_source",
+    "ensure_secret", "unchecked_mark", "secret", "setting", "put_setting", "put_source",
+    "get_source",
     "insert_run", "run_row", "run_rows", "runs_by_status", "parked_waits", "run_page",
     "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",

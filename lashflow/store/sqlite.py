@@ -215,6 +215,13 @@ class _Statements:
     def secret(self, conn: sqlite3.Connection) -> bytes:
         return bytes(conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()[0])
 
+    def setting(self, conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0]).decode()
+
+    def put_setting(self, conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value.encode()))
+
     def put_source(self, conn: sqlite3.Connection, source_hash: str, text: str) -> str:
         conn.execute("INSERT OR IGNORE INTO sources (hash, text) VALUES (?, ?)", (source_hash, text))
         return str(self.get_source(conn, source_hash))

@@ -256,11 +256,11 @@ def _classify(
         deadline = None if pending is None or pending.deadline is None else finished + pending.deadline.total_seconds()
         return ToolOutcome(OutcomeStatus.PENDING, key=str(key), pending=pending, deadline_at=deadline, **fields)
     if result.kind is not ResultKind.FAILURE:
-        try:  # a value the journal could not store as UTF-8 would crash the run's write
+        try:  # text not UTF-8, NaN: the journal could not store it, or not as JSON
             check_json_text(result.value)
         except InputInvalid as exc:
             return ToolOutcome(OutcomeStatus.FAILED, None, "tool_output_invalid",
-                               f"the tool's output is not Unicode text: {exc.message}", **fields)
+                               f"the tool's output is not JSON data: {exc.message}", **fields)
     outcome = ToolOutcome.from_result(result, **fields)
     if result.kind is ResultKind.FAILURE and result.retry.retryable:
         if policy.retries and ctx.attempt < ctx.max_attempts:

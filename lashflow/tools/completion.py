@@ -205,6 +205,7 @@ class InMemoryCompletionStorage:
 
 
 CancelExternal = Callable[[str, str, CompletionKey], Awaitable[Any]]
+NO_RUN = ""  # a run id no run has (an id is 1 to 256 printable characters)
 
 
 class CompletionBook:
@@ -233,10 +234,19 @@ class CompletionBook:
 
     # -- resolvers -------------------------------------------------------------------
 
+    async def owner(self, key: str) -> tuple[str, str] | None:
+        """``(run_id, step_key)`` of a genuine key whose run still takes completions; None
+        for any other. Every key costs the same work: one that fails its signature is
+        looked up too (under a run id no run has), so how fast the refusal comes does not
+        tell a forged key from a genuine key of a deleted or cancelled run."""
+        ids = self.keys.verify(key)
+        accepted = await self.storage.run_accepts_completions(NO_RUN if ids is None else ids[0])
+        return ids if ids is not None and accepted else None
+
     async def resolve(self, key: str, result: Any) -> Resolution:
         """Deliver ``result`` (a ``ToolResult``) for ``key``; returns what was recorded."""
-        ids = self.keys.verify(key)
-        if ids is None or not await self.storage.run_accepts_completions(ids[0]):
+        ids = await self.owner(key)
+        if ids is None:
             raise CompletionError("unknown completion key", code="unknown_completion_key")
         run_id, step_key = ids
         now = self.clock.now()

@@ -17,7 +17,7 @@ from lashflow import Engine, PendingCompletion, RunStatus, ToolCall, ToolResult,
 from lashflow.http import ServeConfig, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "console-token"
+TOKEN = "console-token-0123456789"
 HOSTILE = "<script>alert(1)</script>"
 
 

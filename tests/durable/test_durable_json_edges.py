@@ -92,7 +92,7 @@ async def test_a_tool_output_with_a_lone_surrogate_is_a_failed_call(db_url: str)
     async with Engine(db=db_url, tools=[garbled]) as engine:
         kept = await engine.run("x = await tools.garbled({})\nfinish x")
         assert kept.status is RunStatus.FINISHED
-        assert kept.result == {"ok": False, "error": "the tool's output is not Unicode text: "
+        assert kept.result == {"ok": False, "error": "the tool's output is not JSON data: "
                                "$.text: a lone surrogate (\\udce9) is not Unicode text"}
         [step] = await engine.steps(kept.run_id)
         assert step.state == "failed"

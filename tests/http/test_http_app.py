@@ -18,7 +18,7 @@ from lashflow.http import ServeConfig, create_app
 from lashflow.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -125,11 +125,11 @@ async def test_management_routes_need_the_token(served: Any) -> None:
     _, client, _ = served
     for method, path in (("GET", "/v1/runs"), ("POST", "/v1/runs"), ("GET", "/v1/waiting"),
                          ("GET", "/v1/runs/x"), ("POST", "/v1/runs/x/cancel")):
-        refused = await client.request(method, path)
+        refused = await client.request(method, path)  # no token offered: not a guess
         assert refused.status_code == 401, path
         assert refused.json()["error"]["code"] == "unauthorized"
-        wrong = await client.request(method, path, headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401
+    wrong = await client.get("/v1/runs", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
     assert (await client.get("/openapi.json")).status_code == 200
     assert (await client.get("/nowhere")).json()["error"]["code"] == "not_found"
 
@@ -199,3 +199,56 @@ async def test_the_openapi_document_describes_the_bodies(served: Any) -> None:
     post = doc["paths"]["/v1/completions/{key}"]["post"]
     assert post["security"] == []
     assert doc["paths"]["/v1/runs"]["get"]["security"] == [{"bearer": []}]
+
+
+async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
+    """Found here: the OpenAPI document typed every 200 answer as a bare ``object``."""
+    from pydantic import TypeAdapter
+
+    from lashflow.http import models
+
+    engine, client, _ = served
+    doc = (await client.get("/openapi.json")).json()
+    schemas = doc["components"]["schemas"]
+    answers: dict[tuple[str, str], str] = {}
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            [(status, success)] = [(s, r) for s, r in operation["responses"].items()
+                                   if s.startswith("2")]
+            [(media, content)] = success["content"].items()
+            if media == "text/plain":
+                assert path == "/metrics" and content["schema"]["type"] == "string"
+                continue
+            name = content["schema"]["$ref"].rsplit("/", 1)[1]
+            assert schemas[name]["properties"], name  # a shape, not a bare object
+            answers[method.upper(), path] = name
+
+    run_id, key = await parked(engine)
+    gate = await engine.run('process g() {\n  d = wait_signal("go")\n  finish d\n}\n',
+                            run_id="g")
+    [step] = await engine.steps(run_id)
+    other, _ = await parked(engine)
+    calls = [
+        ("GET", "/v1/runs", "/v1/runs", None),
+        ("POST", "/v1/runs", "/v1/runs", {"file": "fulfill.lash", "input": {
+            "order": {"id": "o", "items": [], "total": 0}}}),
+        ("GET", "/v1/runs/{run_id}", f"/v1/runs/{run_id}", None),
+        ("GET", "/v1/runs/{run_id}/steps", f"/v1/runs/{run_id}/steps", None),
+        ("GET", "/v1/runs/{run_id}/steps/{step}/output",
+         f"/v1/runs/{run_id}/steps/{step.step_key}/output", None),
+        ("GET", "/v1/waiting", "/v1/waiting", None),
+        ("GET", "/v1/completions/{key}", f"/v1/completions/{key}", None),
+        ("POST", "/v1/completions/{key}", f"/v1/completions/{key}", {"result": 1}),
+        ("POST", "/v1/runs/{run_id}/signals/{name}", f"/v1/runs/{gate.run_id}/signals/go",
+         {"payload": 1}),
+        ("POST", "/v1/runs/{run_id}/cancel", f"/v1/runs/{other}/cancel", {}),
+        ("POST", "/v1/runs/{run_id}/retry", f"/v1/runs/{other}/retry", None),
+        ("GET", "/healthz", "/healthz", None),
+    ]
+    assert {(method, path) for method, path, _, _ in calls} == set(answers)
+    for method, path, url, body in calls:
+        answer = await client.request(method, url, headers=AUTH, json=body)
+        assert answer.status_code in (200, 202), (url, answer.text)
+        model = getattr(models, answers[method, path])
+        TypeAdapter(model).validate_python(answer.json())
+        await settled(engine, run_id)

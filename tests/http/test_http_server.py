@@ -20,7 +20,7 @@ from serve_support import Server, serving
 pytestmark = pytest.mark.subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "test-token-123"
+TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 PARK_LASH = 'process park(n: int) {\n  r = await tools.wait_for_it({n: n})?\n  finish r\n}\n'
@@ -178,3 +178,44 @@ async def test_the_server_freezes_its_start_up_heap(tmp_path: Path) -> None:
             done = await until(client, "f", "finished")
         running.stop()
     assert done["result"] > 10_000  # the imported web stack, the parser's tables...
+
+
+async def test_no_token_or_completion_url_reaches_the_servers_log(tmp_path: Path) -> None:
+    """A token sent in a query string, and the fulfill example run where a public URL is
+    set, leave neither the token nor a key in the server's log. Found here: the access
+    log wrote ``?token=...`` as sent, and the example printed its live completion URL."""
+    public = {"LASHFLOW_PUBLIC_URL": "https://flows.example.com"}
+    with serving(tmp_path, {}, env=public) as running:
+        async with httpx.AsyncClient(base_url=running.url, timeout=30) as client:
+            order = json.loads((ROOT / "processes" / "fulfill.input.json").read_text())
+            started = await client.post("/v1/runs", headers=AUTH, json={
+                "file": "fulfill.lash", "input": order, "run_id": "order"})
+            assert started.status_code == 202, started.text
+            key = (await until(client, "order", "waiting"))["waiting"][0]["key"]
+            for query in (f"token={TOKEN}", f"access_token={TOKEN}", f"t={TOKEN}",
+                          f"status=waiting&api_key={TOKEN}"):
+                answer = await client.get(f"/v1/runs?{query}")
+                assert answer.status_code == 401  # a token is taken from the header only
+            answer = await client.post(f"/v1/completions/{key}",
+                                       json={"result": {"approved": True}})
+            assert answer.status_code == 200
+            await until(client, "order", "finished")
+        assert running.stop() == 0
+    log = "".join(running.log)
+    assert "GET /v1/runs?token=<redacted>" in log  # the access log saw the requests...
+    assert "status=waiting&api_key=<redacted>" in log
+    assert TOKEN not in log and key not in log  # ...and never the token nor the key
+    assert "flows.example.com" not in log
+
+
+def test_serve_refuses_a_weak_token_before_making_a_database(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "lashflow", "serve", "--port", "0",
+                           "--token", "a", "--db", f"sqlite:///{tmp_path / 'w.db'}"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert done.stderr.startswith("error[weak_token]: the management token is too weak"), done
+    assert "secrets.token_urlsafe(24)" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "w.db").exists()

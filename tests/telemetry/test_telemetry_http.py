@@ -18,7 +18,7 @@ from lashflow import Engine, PendingCompletion, RunStatus, ToolCall, ToolResult,
 from lashflow.http import ServeConfig, create_app
 from lashflow.telemetry import Metrics, Telemetry, Tracing
 
-TOKEN = "metrics-token"
+TOKEN = "metrics-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SAMPLE = re.compile(r'^[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? -?[0-9.e+Inf-]+$')
 

@@ -1,10 +1,17 @@
 """Console sessions and CSRF tokens, signed with a key derived from the management token.
 
-Nothing is stored server side: a session cookie is ``<issued at>.<mac>`` and lives
-``SESSION_SECONDS``; a form's CSRF token is a MAC of the session cookie, so a page from
-another origin, which cannot read the cookie, cannot forge one. Deriving the key from the
-token means every ``lashflow serve`` sharing a token accepts the same sessions, and a
-new token signs everyone out.
+A session cookie is ``<issued at>.<generation>.<mac>`` and lives ``SESSION_SECONDS``; a
+form's CSRF token is a MAC of the session cookie, so a page from another origin, which
+cannot read the cookie, cannot forge one. Deriving the key from the token means every
+``lashflow serve`` sharing a token accepts the same sessions, and a new token signs
+everyone out.
+
+Signing out must end the session on the server too, not only in the browser (a copied
+cookie would keep working until it expires). The database keeps one session
+*generation* (``Sessions``: a ``Store`` setting, so every server on the database sees it
+and it survives restarts); a cookie is valid only while the generation it was issued in
+is current, and signing out starts a new one: every console session on that database
+ends, in every browser. One small read per console request; no table of sessions.
 """
 
 from __future__ import annotations
@@ -13,10 +20,27 @@ import hashlib
 import hmac
 import secrets
 import time
+from typing import Any
 
 SESSION_COOKIE = "lashflow_console"
 LOGIN_COOKIE = "lashflow_login"  # the login form's own CSRF nonce, before any session
 SESSION_SECONDS = 12 * 3600
+GENERATION_SETTING = "console_session_generation"
+FIRST_GENERATION = "0"  # until the first sign-out on a database
+
+
+class Sessions:
+    """The current session generation of a database (``Store.setting``)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    async def generation(self) -> str:
+        return await self._store.setting(GENERATION_SETTING) or FIRST_GENERATION
+
+    async def end_all(self) -> None:
+        """Sign every console session out: cookies issued before now stop working."""
+        await self._store.put_setting(GENERATION_SETTING, secrets.token_hex(8))
 
 
 class Signer:
@@ -31,17 +55,22 @@ class Signer:
     def token_matches(self, offered: str) -> bool:
         return hmac.compare_digest(offered.encode(), self._token.encode())
 
-    def new_session(self, now: float | None = None) -> str:
-        issued = f"{int(now if now is not None else time.time())}"
+    def new_session(self, generation: str, now: float | None = None) -> str:
+        issued = f"{int(now if now is not None else time.time())}.{generation}"
         return f"{issued}.{self._mac('session', issued)}"
 
-    def session_valid(self, cookie: str | None, now: float | None = None) -> bool:
-        if not cookie or "." not in cookie:
+    def session_valid(self, cookie: str | None, generation: str,
+                      now: float | None = None) -> bool:
+        if not cookie or cookie.count(".") != 2:
             return False
-        issued, mac = cookie.split(".", 1)
-        if not issued.isdigit() or not hmac.compare_digest(mac, self._mac("session", issued)):
+        issued_at, cookie_generation, mac = cookie.split(".")
+        issued = f"{issued_at}.{cookie_generation}"
+        if not issued_at.isdigit() or not hmac.compare_digest(
+                mac.encode(), self._mac("session", issued).encode()):
             return False
-        return (now if now is not None else time.time()) - int(issued) < SESSION_SECONDS
+        if not hmac.compare_digest(cookie_generation.encode(), generation.encode()):
+            return False
+        return (now if now is not None else time.time()) - int(issued_at) < SESSION_SECONDS
 
     def csrf(self, cookie: str) -> str:
         return self._mac("csrf", cookie)[:40]
@@ -55,4 +84,4 @@ class Signer:
         return secrets.token_urlsafe(18)
 
 
-__all__ = ["LOGIN_COOKIE", "SESSION_COOKIE", "SESSION_SECONDS", "Signer"]
+__all__ = ["LOGIN_COOKIE", "SESSION_COOKIE", "SESSION_SECONDS", "Sessions", "Signer"]

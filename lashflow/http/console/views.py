@@ -23,9 +23,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ...errors import LashflowError
+from ...json_input import read_json
 from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
-from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Signer
+from ..credentials import client_of
+from ..throttle import Throttle
+from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
 
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -62,10 +65,13 @@ def _seconds(start: float | None, end: float | None) -> str:
 
 
 class Console:
-    def __init__(self, engine: Any, config: ConsoleConfig) -> None:
+    def __init__(self, engine: Any, config: ConsoleConfig, throttle: Throttle,
+                 sessions: Sessions) -> None:
         self.engine = engine
         self.config = config
         self.signer = Signer(config.token)
+        self.throttle = throttle
+        self.sessions = sessions
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(["html"]), trim_blocks=True,
                                lstrip_blocks=True)
@@ -104,40 +110,42 @@ class Console:
         html = self.env.get_template(name).render(**values)
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
-    def signed_in(self, request: Request) -> bool:
-        return self.signer.session_valid(request.cookies.get(SESSION_COOKIE))
+    async def signed_in(self, request: Request) -> bool:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        return bool(cookie) and self.signer.session_valid(cookie,
+                                                          await self.sessions.generation())
 
     def page(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[..., Any]:
         async def guarded(request: Request) -> Response:
-            if not self.signed_in(request):
+            if not await self.signed_in(request):
                 return RedirectResponse("/login", status_code=303, headers=HEADERS)
             try:
                 return await handler(request)
             except LashflowError as exc:
-                return self.message(request, exc.code, exc.message, 404 if exc.code in (
+                return await self.message(request, exc.code, exc.message, 404 if exc.code in (
                     "unknown_run", "unknown_step") else 400)
         return guarded
 
     def form(self, handler: Callable[[Request, Any], Awaitable[Response]]) -> Callable[..., Any]:
         """A POST: signed in, the form's CSRF token right, then ``handler(request, form)``."""
         async def guarded(request: Request) -> Response:
-            if not self.signed_in(request):
-                return self.message(request, "unauthorized", "sign in first", 401)
+            if not await self.signed_in(request):
+                return await self.message(request, "unauthorized", "sign in first", 401)
             form = await request.form()
             if not self.signer.csrf_valid(request.cookies.get(SESSION_COOKIE),
                                           str(form.get("csrf", ""))):
-                return self.message(request, "csrf_rejected", "this form is stale or did not "
+                return await self.message(request, "csrf_rejected", "this form is stale or did not "
                                     "come from the console; reload the page and try again",
                                     403)
             try:
                 return await handler(request, form)
             except LashflowError as exc:
-                return self.message(request, exc.code, exc.message, 400)
+                return await self.message(request, exc.code, exc.message, 400)
         return guarded
 
-    def message(self, request: Request, code: str, text: str, status: int) -> Response:
+    async def message(self, request: Request, code: str, text: str, status: int) -> Response:
         return self.render(request, "message.html", status, code=code, text=text,
-                           signed_in=self.signed_in(request))
+                           signed_in=await self.signed_in(request))
 
     @staticmethod
     def back(path: str) -> Response:
@@ -146,7 +154,7 @@ class Console:
     # -- signing in ----------------------------------------------------------------------
     async def home(self, request: Request) -> Response:
         target = "/inbox" if self.config.inbox_only else "/runs"
-        return self.back(target if self.signed_in(request) else "/login")
+        return self.back(target if await self.signed_in(request) else "/login")
 
     async def login_page(self, request: Request, error: str = "", status: int = 200) -> Response:
         nonce = Signer.new_nonce()
@@ -161,16 +169,24 @@ class Console:
         nonce = request.cookies.get(LOGIN_COOKIE)
         if not nonce or not self.signer.csrf_valid(f"login:{nonce}", str(form.get("csrf", ""))):
             return await self.login_page(request, "the sign-in form expired; try again", 403)
+        client = client_of(request)
+        wait = self.throttle.wait_left(client)
+        if wait:
+            return await self.login_page(request, "too many wrong tokens from this address: "
+                                         f"try again in {wait} s", 429)
         if not self.signer.token_matches(str(form.get("token", ""))):
+            self.throttle.missed(client)
             return await self.login_page(request, "that is not the management token", 401)
+        self.throttle.passed(client)
         response = self.back("/")
-        response.set_cookie(SESSION_COOKIE, self.signer.new_session(), max_age=SESSION_SECONDS,
-                            httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https")
+        session = self.signer.new_session(await self.sessions.generation())
+        response.set_cookie(SESSION_COOKIE, session, max_age=SESSION_SECONDS, httponly=True,
+                            samesite="strict", secure=request.url.scheme == "https")
         response.delete_cookie(LOGIN_COOKIE)
         return response
 
     async def logout(self, request: Request, form: Any) -> Response:
+        await self.sessions.end_all()  # a copy of the cookie stops working too
         response = self.back("/login")
         response.delete_cookie(SESSION_COOKIE)
         return response
@@ -304,13 +320,7 @@ class Console:
 
 def _json_field(form: Any, name: str, default: Any) -> Any:
     text = str(form.get(name, "")).strip()
-    if not text:
-        return default
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LashflowError(f"{name}: not JSON ({exc.msg} at line {exc.lineno} column "
-                            f"{exc.colno})", code="input_invalid") from None
+    return read_json(text, name) if text else default
 
 
 def _declared_signals(source: str, process: str | None) -> list[dict[str, str]]:
