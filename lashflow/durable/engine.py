@@ -30,6 +30,8 @@ from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
+from .schedule_api import Schedules
+from .schedules import Scheduler
 from .tool_runner import ToolRunner
 from .worker import Worker
 
@@ -87,6 +89,8 @@ class Engine:
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
+        self.worker.scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
+        self.schedules = Schedules(self, self.worker.scheduler)
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
 
@@ -122,6 +126,7 @@ class Engine:
         self.driver.telemetry = found
         self.tools.use_telemetry(found)
         self.store.on_commit = found.metrics.commit if found and found.metrics else None
+        self.schedules.scheduler.metrics = found.metrics if found else None
 
     async def metrics_text(self) -> str:
         """The Prometheus text of this process's counters and the database's runs by
@@ -177,17 +182,8 @@ class Engine:
         claim, no re-read and no journal load (it has none). An existing run is returned
         as stored, for the caller to join or drive the usual way."""
         _check_run_id(run_id)
-        source = self.tools.read_source(source_or_path)
-        compiled = self.programs.compile(source.text)
-        decl = entry_of(compiled.module, process)
-        data = {} if input is None else input
-        # imported here: it brings the syntax tree's classes, which only a compile needs,
-        # and `import lashflow` must stay cheap for commands that compile nothing
-        from ..interp.inputs import check_input
-
-        check_input(compiled.module, decl, data, self.tools.resource_types())
-        process_name = decl.name if decl is not None else None
-        input_hash = digest({"process": process_name, "input": data})
+        source, compiled, process_name, data, input_hash = self._prepare(source_or_path,
+                                                                         process, input)
         now = self.clock.now()
         run = RunRecord(
             run_id=run_id or f"run_{os.urandom(8).hex()}", source_hash=compiled.source_hash,
@@ -206,6 +202,23 @@ class Engine:
             raise RunConflict(f"run {run.run_id} already exists with a different "
                               f"{'source' if stored.source_hash != run.source_hash else 'input'}")
         return (run if created else stored), compiled, created
+
+    def _prepare(self, source_or_path: str | os.PathLike[str], process: str | None,
+                 input: Any) -> tuple[Any, Compiled, str | None, Any, str]:
+        """Read, compile and check what a new run would start from: (source, compiled,
+        process name, input, input hash). Raises before anything is stored."""
+        source = self.tools.read_source(source_or_path)
+        compiled = self.programs.compile(source.text)
+        decl = entry_of(compiled.module, process)
+        data = {} if input is None else input
+        # imported here: it brings the syntax tree's classes, which only a compile needs,
+        # and `import lashflow` must stay cheap for commands that compile nothing
+        from ..interp.inputs import check_input
+
+        check_input(compiled.module, decl, data, self.tools.resource_types())
+        process_name = decl.name if decl is not None else None
+        return source, compiled, process_name, data, digest({"process": process_name,
+                                                             "input": data})
 
     # -- driving ---------------------------------------------------------------------------
     async def resume(self, run_id: str, source: str | os.PathLike[str] | None = None, *,
@@ -294,13 +307,15 @@ class Engine:
 
     async def work(self, concurrency: int | None = None, *, stop: asyncio.Event | None = None,
                    poll: float = 0.5, idle_exit: float | None = None,
-                   retry_skipped: float = 30.0) -> int:
+                   retry_skipped: float = 30.0, schedules: bool = True) -> int:
         """Drive queued, due and orphaned runs until ``stop`` is set; returns runs driven.
         On ``stop`` runs in flight stop at their next effect and go back to the queue.
-        ``idle_exit``: return once nothing was claimable for that many seconds (tests)."""
+        ``idle_exit``: return once nothing was claimable for that many seconds (tests).
+        ``schedules``: also fire the ticks of schedules as they fall due."""
         return await self.worker.work(concurrency or self.concurrency,
                                       stop=stop or asyncio.Event(), poll=poll,
-                                      idle_exit=idle_exit, retry_skipped=retry_skipped)
+                                      idle_exit=idle_exit, retry_skipped=retry_skipped,
+                                      schedules=schedules)
 
     # -- outside events ----------------------------------------------------------------------
     async def complete(self, key: str, result: Any, *, resume: bool = True) -> RunStatus:

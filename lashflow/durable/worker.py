@@ -20,6 +20,7 @@ from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .driver import Driver
 from .reads import Reads
+from .schedules import Scheduler
 from .tool_runner import ToolRunner
 
 log = logging.getLogger("lashflow.engine")
@@ -33,9 +34,11 @@ class Worker:
         self.driver = driver
         self.tools = tools
         self.reads = reads
+        self.scheduler: Scheduler | None = None  # fires schedules' ticks beside the runs
 
     async def work(self, slots: int, *, stop: asyncio.Event, poll: float,
-                   idle_exit: float | None, retry_skipped: float) -> int:
+                   idle_exit: float | None, retry_skipped: float,
+                   schedules: bool = True) -> int:
         """Drive runs until ``stop`` is set; returns how many drives were started.
         ``idle_exit``: return once nothing was claimable for that many seconds (tests)."""
         inflight: dict[str, asyncio.Task[Any]] = {}
@@ -43,6 +46,8 @@ class Worker:
         driven = 0
         idle_since = time.monotonic()
         stopper = asyncio.ensure_future(stop.wait())
+        firing = asyncio.ensure_future(self.scheduler.loop(stop)) \
+            if schedules and self.scheduler is not None else None
         try:
             while not stop.is_set():
                 free = slots - len(inflight)
@@ -80,6 +85,9 @@ class Worker:
                         skipped[run_id] = time.monotonic() + min(retry_skipped, 2.0)
         finally:
             stopper.cancel()
+            if firing is not None:
+                firing.cancel()
+                await asyncio.gather(firing, return_exceptions=True)
             self.driver.begin_drain()
             try:
                 if inflight:

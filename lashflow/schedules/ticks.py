@@ -50,6 +50,8 @@ def ticks_from(spec: ScheduleSpec, moment: float) -> Iterator[float]:
 def next_ticks(spec: ScheduleSpec, after: float, count: int) -> list[float]:
     """The first ``count`` ticks strictly after ``after`` (what ``show`` lists)."""
     found: list[float] = []
+    if count <= 0:
+        return found
     for tick in ticks_from(spec, math.floor(after) + 1):
         found.append(tick)
         if len(found) == count:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 from ..errors import DbError, Fenced
 from .base import (
     AttemptRecord, Claimed, Commit, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
-    RunSummary, StepRecord, Store, StoreStats,
+    RunSummary, ScheduleRow, StepRecord, Store, StoreStats,
 )
 from .leases import may_claim
 
@@ -16,7 +16,7 @@ DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
     "AttemptRecord", "Claimed", "Commit", "Fenced", "RunChange", "RunDetail", "RunPage", "RunQuery",
-    "RunRecord", "RunSummary", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
+    "RunRecord", "RunSummary", "ScheduleRow", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
     "resolve_db_url",
 ]
 

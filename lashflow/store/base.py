@@ -11,12 +11,13 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterator
 
 from ..errors import JournalCorrupt
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -188,6 +189,30 @@ class RunDetail:
     children: list[RunSummary] = field(default_factory=list)
     journal_error: JournalCorrupt | None = None
     signals: list[tuple[str, int, Any]] = field(default_factory=list)  # (name, ordinal, payload)
+
+
+@dataclass(slots=True)
+class ScheduleRow:
+    """A schedule as stored. ``due_at``: when a worker should next look at it (its next
+    tick's fire time, or at once while a tick waits in its buffer); None once it has
+    ended. Paused schedules are never due."""
+
+    name: str
+    definition: dict[str, Any]
+    state: dict[str, Any] = field(default_factory=dict)
+    paused: bool = False
+    note: str | None = None
+    due_at: float | None = None
+    version: int = 1
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    def values(self) -> tuple[Any, ...]:
+        """The row's column values in ``store.schedules.SCHEDULE_COLUMNS`` order."""
+        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        return (self.name, encode(self.definition), encode(self.state), bool(self.paused),
+                self.note, self.due_at, self.version, self.created_at, self.updated_at)
+
 
 
 class WriterLease:
@@ -424,3 +449,31 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_signal(self, run_id: str, name: str, ordinal: int) -> tuple[bool, Any]: ...
+
+    # -- schedules (store.schedules: compare-and-swap on a schedule's version) -----------
+    @abc.abstractmethod
+    async def get_schedule(self, name: str) -> ScheduleRow | None: ...
+
+    @abc.abstractmethod
+    async def list_schedules(self) -> list[ScheduleRow]: ...
+
+    @abc.abstractmethod
+    async def due_schedules(self, now: float, limit: int = 500) -> list[ScheduleRow]:
+        """Unpaused schedules whose ``due_at`` has come, most overdue first."""
+
+    @abc.abstractmethod
+    async def swap_schedule(self, row: ScheduleRow, expected: int | None,
+                            runs: Collection[RunRecord] = ()) -> bool:
+        """Write ``row`` if the stored version is ``expected`` (None: create it if the name
+        is free) and insert ``runs`` (existing ids left alone), in one transaction; False,
+        with nothing written, if the schedule moved meanwhile."""
+
+    @abc.abstractmethod
+    async def delete_schedule(self, name: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def schedule_runs(self, name: str, limit: int = 20) -> list[RunSummary]:
+        """The schedule's runs (ids ``name@...``), newest first."""
+
+    @abc.abstractmethod
+    async def run_statuses(self, run_ids: Collection[str]) -> dict[str, str]: ...

@@ -22,6 +22,7 @@ from .base import (
 from .group_commit import GroupCommit, Inline, Outcome
 from .programs import Program, one
 from .queries import page_of
+from .schedules import ScheduleStore
 
 T = TypeVar("T")
 Job = Callable[[], Program[Any]]  # makes a fresh run of a program (a failed group is retried)
@@ -57,7 +58,7 @@ class Backend(Protocol):
         (``programs.fenced`` when it moved), or a program's job; one outcome each."""
 
 
-class CoreStore(Store):
+class CoreStore(ScheduleStore, Store):
     """A ``Store`` over a ``Backend``. ``close_timeout``: how long ``close`` waits for
     queued writes before it gives up on them (their writers get ``DbError``)."""
 

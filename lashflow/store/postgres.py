@@ -35,6 +35,8 @@ from .core import CoreStore, Job
 from .group_commit import Outcome
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
+from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
+from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
@@ -97,6 +99,8 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE UNIQUE INDEX IF NOT EXISTS lashflow_signals_by_sender ON lashflow_signals "
         "(run_id, name, sender) WHERE sender IS NOT NULL",
     ],
+    # Version 5: schedules (lashflow.store.schedules).
+    5: SCHEDULES_MIGRATION,
 }
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
@@ -222,7 +226,7 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class _Statements:
+class _Statements(ScheduleStatements):
     """PostgreSQL's answer to each statement the store's programs name
     (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
     statement each; ``channel`` is the schema's NOTIFY channel, known once open."""

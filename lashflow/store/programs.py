@@ -261,6 +261,9 @@ STATEMENTS = frozenset({
     "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
+    # schedules (store.schedules)
+    "schedule_row", "schedule_rows", "due_schedules", "insert_schedule", "swap_schedule",
+    "delete_schedule", "runs_with_prefix", "run_statuses",
 })
 
 __all__ = ["STATEMENTS", "Ask", "Program", "fenced", "one"]

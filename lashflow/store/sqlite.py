@@ -43,6 +43,8 @@ from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts
+from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
+from .sqlite_schedules import ScheduleStatements
 
 T = TypeVar("T")
 
@@ -113,6 +115,8 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE UNIQUE INDEX IF NOT EXISTS signals_by_sender ON signals (run_id, name, sender) "
         "WHERE sender IS NOT NULL",
     ],
+    # Version 5: schedules (lashflow.store.schedules).
+    5: SCHEDULES_MIGRATION,
 }
 
 
@@ -183,7 +187,7 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-class _Statements:
+class _Statements(ScheduleStatements):
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
 

@@ -23,6 +23,7 @@ Labels = tuple[tuple[str, str], ...]
 
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                     60.0)
+LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 15.0, 60.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 # name -> (kind, help, buckets); the OpenTelemetry name is the same with dots
@@ -40,6 +41,14 @@ INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...]]] = {
                                            SIZE_BUCKETS),
     "lashflow_lease_takeovers_total": ("counter", "Runs taken over from a dead or silent worker.",
                                        ()),
+    "lashflow_schedule_fire_lag_seconds": ("histogram", "How late a schedule's tick fired "
+                                           "(its run stored), jitter excluded.", LAG_BUCKETS),
+    "lashflow_schedule_runs_started_total": ("counter", "Runs schedules started here, by "
+                                             "schedule.", ()),
+    "lashflow_schedule_missed_ticks_total": ("counter", "Ticks older than their catch-up "
+                                             "window, by schedule.", ()),
+    "lashflow_schedule_skipped_overlaps_total": ("counter", "Ticks the overlap policy "
+                                                 "dropped, by schedule.", ()),
 }
 
 
@@ -102,6 +111,17 @@ class Metrics:
     def commit(self, seconds: float, group: int) -> None:
         self.observe("lashflow_journal_commit_seconds", seconds)
         self.observe("lashflow_journal_commit_group_size", group)
+
+    def schedule_fired(self, schedule: str, lags: list[float], started: int, missed: int,
+                       skipped: int) -> None:
+        labels = (("schedule", schedule),)
+        for lag in lags:
+            self.observe("lashflow_schedule_fire_lag_seconds", max(lag, 0.0))
+        for name, value in (("lashflow_schedule_runs_started_total", started),
+                            ("lashflow_schedule_missed_ticks_total", missed),
+                            ("lashflow_schedule_skipped_overlaps_total", skipped)):
+            if value:
+                self.add(name, labels, value)
 
     # -- Prometheus text format ----------------------------------------------------------
     def render(self, stats: "StoreStats | None" = None) -> str:

@@ -1,0 +1,114 @@
+"""``engine.schedules``: make, change and look at schedules from Python. What to start
+is compiled and checked here, once, when the schedule is made or changed (the same
+checks as ``engine.create``); the firing itself is ``schedules.Scheduler``'s."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..schedules.spec import ScheduleSpec, parse_moment
+from ..store import RunSummary
+from .schedules import BackfillReport, ScheduleInfo, Scheduler, spec_from_options
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+class Schedules:
+    """``await engine.schedules.create("nightly", "report.lash", cron="30 2 * * *",
+    tz="Europe/Berlin")``. Durations are seconds or text like ``"5m"``; times are epoch
+    seconds or RFC 3339 text (without an offset: in the schedule's zone)."""
+
+    def __init__(self, engine: "Engine", scheduler: Scheduler) -> None:
+        self._engine = engine
+        self.scheduler = scheduler
+
+    async def _target(self, source_or_path: str | os.PathLike[str], process: str | None,
+                      input: Any) -> dict[str, Any]:
+        engine = self._engine
+        source, compiled, process_name, data, input_hash = engine._prepare(
+            source_or_path, process, input)
+        await engine.store.put_source(compiled.source_hash, source.text)
+        return {"source_hash": compiled.source_hash, "process": process_name, "input": data,
+                "input_hash": input_hash, "file": source.path,
+                "tool_modules": sorted(engine.tools.loaded_modules)}
+
+    async def create(self, name: str, source_or_path: str | os.PathLike[str],
+                     process: str | None = None, *, input: Any = None, cron: str | None = None,
+                     every: str | float | None = None, tz: str = "UTC",
+                     jitter: str | float = 0, overlap: str = "skip",
+                     catchup_window: str | float = 60, start: str | float | None = None,
+                     end: str | float | None = None) -> ScheduleInfo:
+        """A new schedule (``ScheduleExists`` if the name is taken): exactly one of
+        ``cron`` (five fields, or six with seconds first) and ``every``."""
+        spec = spec_from_options(cron=cron, every=every, tz=tz, jitter=jitter, overlap=overlap,
+                                 catchup_window=catchup_window, start=start, end=end)
+        from ..schedules.spec import check_name
+
+        check_name(name)
+        target = await self._target(source_or_path, process, input)
+        await self.scheduler.create(name, spec, target)
+        return await self.get(name)
+
+    async def get(self, name: str, *, runs: int = 10, fires: int = 5) -> ScheduleInfo:
+        """The schedule, its next ``fires`` fire times and its latest ``runs`` runs."""
+        return await self.scheduler.info(name, runs=runs, fires=fires)
+
+    async def list(self) -> list[ScheduleInfo]:
+        return await self.scheduler.list()
+
+    async def runs(self, name: str, limit: int = 50) -> list[RunSummary]:
+        """The runs the schedule started, newest first."""
+        await self.scheduler.info(name, runs=0, fires=0)  # an unknown name is an error
+        return await self._engine.store.schedule_runs(name, limit)
+
+    async def pause(self, name: str, note: str | None = None) -> ScheduleInfo:
+        await self.scheduler.pause(name, note)
+        return await self.get(name)
+
+    async def resume(self, name: str) -> ScheduleInfo:
+        await self.scheduler.resume(name)
+        return await self.get(name)
+
+    async def trigger(self, name: str) -> str:
+        """Start a run now (whatever the overlap policy); returns its run id."""
+        return await self.scheduler.trigger(name)
+
+    async def backfill(self, name: str, start: str | float, end: str | float) -> BackfillReport:
+        info = await self.scheduler.info(name, runs=0, fires=0)
+        return await self.scheduler.backfill(name, parse_moment(start, info.spec.tz, "--from"),
+                                             parse_moment(end, info.spec.tz, "--to"))
+
+    async def update(self, name: str, source_or_path: str | os.PathLike[str] | None = None,
+                     process: str | None = None, *, input: Any = None,
+                     **options: Any) -> ScheduleInfo:
+        """Change the spec (any ``create`` option; ``cron`` replaces ``every`` and the
+        reverse) and/or what it starts (a new source, process or input)."""
+        info = await self.scheduler.info(name, runs=0, fires=0)
+        spec: ScheduleSpec | None = None
+        if options:
+            current = info.spec.to_json()
+            if options.get("cron") is not None:
+                current["every"] = None
+            if options.get("every") is not None:
+                current["cron"] = None
+            current.update({k: v for k, v in options.items() if v is not None})
+            spec = spec_from_options(**current)
+        target = None
+        if source_or_path is not None or process is not None or input is not None:
+            source = source_or_path if source_or_path is not None else info.file
+            if source is None:
+                source = await self._engine.store.get_source(
+                    (await self._engine.store.get_schedule(name)).definition["source_hash"])  # type: ignore[union-attr]
+            target = await self._target(source, process if process is not None else info.process,
+                                        input if input is not None else info.input)
+        await self.scheduler.update(name, spec, target)
+        return await self.get(name)
+
+    async def delete(self, name: str) -> None:
+        """Delete the schedule; the runs it started stay."""
+        await self.scheduler.delete(name)
+
+
+__all__ = ["Schedules"]

@@ -1,0 +1,385 @@
+"""Schedules at run time: the Python API (``engine.schedules``) and the firing that every
+worker does (``Scheduler.fire_due``, looped by ``Scheduler.loop`` beside the worker).
+
+A schedule's row holds its definition (the spec and what to start: a stored source, a
+process, an input) and its state (the next tick, the buffer of held-back ticks, the
+last run it started, counts of fired, missed and skipped ticks). Every change is a
+compare-and-swap on the row's version that also inserts the runs it starts, whose ids
+are derived from the schedule and the tick (``tick_id``): any number of workers may
+fire the same schedule and each tick gets exactly one run (see ``store.schedules``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable
+
+from ..errors import DbError, LashflowError, ScheduleExists, ScheduleInvalid, UnknownSchedule
+from ..schedules import ScheduleSpec, decide, plan, tick_id
+from ..schedules.spec import check_name, parse_duration, parse_moment
+from ..schedules.ticks import fire_at, next_ticks, ticks_from
+from ..states import SETTLED
+from ..store import RunRecord, RunSummary, ScheduleRow, Store
+from ..tools.clock import Clock
+
+log = logging.getLogger("lashflow.engine")
+
+BUFFER_RECHECK = 1.0  # seconds between looks at a schedule whose next tick waits in its buffer
+MAX_BACKFILL = 10_000  # ticks one backfill may cover
+SWAP_TRIES = 20  # an API change retried this often when a worker moves the row meanwhile
+Cancel = Callable[[str, "str | None"], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class ScheduleInfo:
+    """A schedule as ``show`` and the HTTP API present it. Times are epoch seconds;
+    ``next_fires`` are the next ticks' fire times (jitter included)."""
+
+    name: str
+    spec: ScheduleSpec
+    process: str | None
+    file: str | None
+    input: Any
+    paused: bool
+    note: str | None
+    next_fires: list[float]
+    last_run: str | None
+    fired: int
+    missed: int
+    skipped: int
+    buffered: int
+    created_at: float
+    updated_at: float
+    runs: list[RunSummary] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "spec": self.spec.to_json(), "describe": self.spec.describe(),
+            "process": self.process, "file": self.file, "input": self.input,
+            "paused": self.paused, "note": self.note,
+            "next_fires": [_iso(t, self.spec.tz) for t in self.next_fires],
+            "last_run": self.last_run, "fired": self.fired, "missed": self.missed,
+            "skipped": self.skipped, "buffered": self.buffered,
+            "created_at": self.created_at, "updated_at": self.updated_at,
+            "runs": [{"run_id": r.run_id, "status": r.status, "created_at": r.created_at}
+                     for r in self.runs],
+        }
+
+
+def _iso(moment: float, zone: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromtimestamp(moment, ZoneInfo(zone)).isoformat()
+
+
+@dataclass(slots=True)
+class FireReport:
+    """What one pass over the due schedules did (this worker's share of it)."""
+
+    started: int = 0
+    missed: int = 0
+    skipped: int = 0
+    lags: list[float] = field(default_factory=list)
+    lost_races: int = 0  # schedules another worker fired first
+
+
+@dataclass(slots=True)
+class BackfillReport:
+    started: int
+    buffered: int
+    skipped: int
+
+
+def spec_from_options(*, cron: str | None = None, every: str | float | None = None,
+                      tz: str = "UTC", jitter: str | float = 0,
+                      overlap: str = "skip", catchup_window: str | float = 60,
+                      start: str | float | None = None,
+                      end: str | float | None = None) -> ScheduleSpec:
+    """A spec from what a user typed (durations as ``"5m"``, times as RFC 3339)."""
+    return ScheduleSpec(
+        cron=cron, every=None if every is None else parse_duration(every, "--every"), tz=tz,
+        jitter=parse_duration(jitter, "--jitter"), overlap=overlap,
+        catchup_window=parse_duration(catchup_window, "--catchup-window"),
+        start=None if start is None else parse_moment(start, tz, "--start"),
+        end=None if end is None else parse_moment(end, tz, "--end"))
+
+
+def _state(row: ScheduleRow) -> dict[str, Any]:
+    state = dict(row.state)
+    state.setdefault("buffer", [])
+    for counter in ("fired", "missed", "skipped"):
+        state.setdefault(counter, 0)
+    return state
+
+
+def _due_at(name: str, spec: ScheduleSpec, state: dict[str, Any], now: float) -> float | None:
+    following = state.get("next_tick")
+    due = None if following is None else fire_at(name, spec, following)
+    if state["buffer"]:
+        due = now + BUFFER_RECHECK if due is None else min(due, now + BUFFER_RECHECK)
+    return due
+
+
+class Scheduler:
+    """Fires due ticks and carries out what the API asks of schedules. ``cancel`` is the
+    engine's cancel (``cancel-other`` stops the running run through it)."""
+
+    def __init__(self, store: Store, clock: Clock, cancel: Cancel, metrics: Any = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.cancel = cancel
+        self.metrics = metrics  # telemetry.Metrics, when the engine counts
+        self._specs: dict[tuple[str, int], ScheduleSpec] = {}  # parsed once per version
+
+    def _spec(self, row: ScheduleRow) -> ScheduleSpec:
+        key = (row.name, row.version)
+        spec = self._specs.get(key)
+        if spec is None:
+            if len(self._specs) > 50_000:
+                self._specs.clear()
+            spec = self._specs[key] = ScheduleSpec.from_json(row.definition["spec"])
+        return spec
+
+    # -- firing ----------------------------------------------------------------------------
+    async def fire_due(self, *, limit: int = 500, concurrency: int = 16) -> FireReport:
+        """One pass: fire every due tick of up to ``limit`` due schedules (a schedule
+        another worker fires meanwhile is left to it)."""
+        now = self.clock.now()
+        rows = await self.store.due_schedules(now, limit)
+        report = FireReport()
+        if not rows:
+            return report
+        random.shuffle(rows)  # workers reading the same batch seldom start on the same row
+        lasts = [str(r.state["last_run"]) for r in rows if r.state.get("last_run")]
+        statuses = await self.store.run_statuses(lasts)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(row: ScheduleRow) -> None:
+            async with gate:
+                try:
+                    await self._fire(row, now, statuses, report)
+                except LashflowError as exc:  # one schedule's trouble must not stop the rest
+                    log.error("schedule %s: %s", row.name, exc.message)
+
+        await asyncio.gather(*(one(row) for row in rows))
+        return report
+
+    async def _fire(self, row: ScheduleRow, now: float, statuses: dict[str, str],
+                    report: FireReport) -> None:
+        spec = self._spec(row)
+        state = _state(row)
+        due = plan(row.name, spec, state.get("next_tick"), now)
+        last = state.get("last_run")
+        busy = last is not None and statuses.get(last, "finished") not in SETTLED
+        decision = decide(spec.overlap, busy, state["buffer"], due.fire)
+        runs = [self._run_for(row, tick, now) for tick in decision.start]
+        state.update(next_tick=due.next_tick, buffer=decision.buffered,
+                     fired=state["fired"] + len(runs), missed=state["missed"] + due.missed,
+                     skipped=state["skipped"] + decision.skipped)
+        if runs:
+            state["last_run"] = runs[-1].run_id
+        changed = replace_row(row, state=state, due_at=_due_at(row.name, spec, state, now),
+                              updated_at=now)
+        if not await self.store.swap_schedule(changed, row.version, runs):
+            report.lost_races += 1
+            return
+        lags = [lag for tick, lag in zip(due.fire, due.lags) if tick in decision.start]
+        report.started += len(runs)
+        report.missed += due.missed
+        report.skipped += decision.skipped
+        report.lags += lags
+        if self.metrics is not None:
+            self.metrics.schedule_fired(row.name, lags, len(runs), due.missed, decision.skipped)
+        if due.missed:
+            log.warning("schedule %s: %d tick(s) missed (more than %gs late)", row.name,
+                        due.missed, spec.catchup_window)
+        if decision.cancel:
+            target = runs[-1].run_id if runs and busy is False else last
+            if target is not None:
+                await self.cancel(target, f"schedule {row.name}: a newer tick (cancel-other)")
+
+    def _run_for(self, row: ScheduleRow, tick: float, now: float, run_id: str | None = None
+                 ) -> RunRecord:
+        """The queued run of a tick, ready to insert (its id derived from the tick)."""
+        target = row.definition
+        return RunRecord(
+            run_id=run_id or tick_id(row.name, tick), source_hash=target["source_hash"],
+            process=target["process"], input=target["input"], input_hash=target["input_hash"],
+            status="queued", created_at=now, updated_at=now,
+            meta={"file": target.get("file"), "tool_modules": target.get("tool_modules", []),
+                  "schedule": row.name, "tick": tick})
+
+    async def loop(self, stop: asyncio.Event, *, every: float = 0.25) -> None:
+        """Fire due ticks until ``stop`` is set, a pass every ``every`` seconds (a pass
+        that found a full batch goes again at once)."""
+        while not stop.is_set():
+            try:
+                report = await self.fire_due()
+                busy = report.started + report.lost_races >= 500
+            except DbError as exc:  # the database is away: say so and keep trying
+                log.error("schedules: %s", exc.message)
+                busy = False
+            if busy:
+                continue
+            try:
+                await asyncio.wait_for(stop.wait(), every)
+            except asyncio.TimeoutError:
+                pass
+
+    # -- the API ---------------------------------------------------------------------------
+    async def _require(self, name: str) -> ScheduleRow:
+        row = await self.store.get_schedule(name)
+        if row is None:
+            raise UnknownSchedule(f"no schedule named {name!r} (lashflow schedule list "
+                                  "shows them)", schedule=name)
+        return row
+
+    async def _change(self, name: str,
+                      edit: Callable[[ScheduleRow, float], tuple[ScheduleRow, list[RunRecord]]]
+                      ) -> tuple[ScheduleRow, list[RunRecord]]:
+        """Read, ``edit`` and swap, again while a worker moves the row in between."""
+        for _ in range(SWAP_TRIES):
+            row = await self._require(name)
+            changed, runs = edit(row, self.clock.now())
+            changed.version = row.version + 1
+            if await self.store.swap_schedule(changed, row.version, runs):
+                return changed, runs
+        raise DbError(f"schedule {name}: changed by others {SWAP_TRIES} times in a row; "
+                      "try again")
+
+    async def create(self, name: str, spec: ScheduleSpec, target: dict[str, Any]) -> ScheduleRow:
+        check_name(name)
+        now = self.clock.now()
+        following = next(iter(ticks_from(spec, math.floor(now))), None)
+        state = {"next_tick": following, "buffer": [], "fired": 0, "missed": 0, "skipped": 0,
+                 "last_run": None}
+        row = ScheduleRow(name, {"spec": spec.to_json(), **target}, state,
+                          due_at=_due_at(name, spec, _state(ScheduleRow(name, {}, state)), now),
+                          version=1, created_at=now, updated_at=now)
+        if not await self.store.swap_schedule(row, None):
+            raise ScheduleExists(f"a schedule named {name!r} exists already (update or "
+                                 "delete it)", schedule=name)
+        return row
+
+    async def pause(self, name: str, note: str | None = None) -> ScheduleRow:
+        return (await self._change(name, lambda row, now: (
+            replace_row(row, paused=True, note=note, updated_at=now), [])))[0]
+
+    async def resume(self, name: str) -> ScheduleRow:
+        """Ticks that passed while paused fire only if they are inside the catch-up
+        window; the older ones are passed over (not counted as missed: nothing was down)."""
+        def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
+            spec = self._spec(row)
+            state = _state(row)
+            following = state.get("next_tick")
+            if following is not None and following < now - spec.catchup_window - spec.jitter:
+                state["next_tick"] = next(iter(ticks_from(
+                    spec, math.floor(now - spec.catchup_window - spec.jitter))), None)
+            return replace_row(row, paused=False, note=None, state=state,
+                               due_at=_due_at(row.name, spec, state, now), updated_at=now), []
+        return (await self._change(name, edit))[0]
+
+    async def trigger(self, name: str) -> str:
+        """Start a run now, whatever the overlap policy; returns its run id."""
+        def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
+            stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3]
+            run = self._run_for(row, now, now, run_id=f"{row.name}@{stamp}Z-trigger")
+            run.meta["trigger"] = "manual"
+            state = _state(row)
+            state.update(last_run=run.run_id, fired=state["fired"] + 1)
+            return replace_row(row, state=state, updated_at=now), [run]
+        return (await self._change(name, edit))[1][0].run_id
+
+    async def backfill(self, name: str, start: float, end: float) -> BackfillReport:
+        """A run for every tick in ``[start, end)`` under the overlap policy (the ticks
+        already fired keep their runs: their ids are the same)."""
+        if end <= start:
+            raise ScheduleInvalid("backfill: --to must come after --from")
+        row = await self._require(name)
+        spec = self._spec(row)
+        ticks: list[float] = []
+        for tick in ticks_from(spec, start):
+            if tick >= end:
+                break
+            if len(ticks) == MAX_BACKFILL:
+                raise ScheduleInvalid(f"backfill: more than {MAX_BACKFILL} ticks in that "
+                                      "range; backfill a shorter one at a time")
+            ticks.append(tick)
+        counts: list[int] = []
+
+        def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
+            state = _state(row)
+            last = state.get("last_run")
+            busy = last is not None and statuses.get(last, "finished") not in SETTLED
+            decision = decide(spec.overlap, busy, state["buffer"], ticks)
+            runs = [self._run_for(row, tick, now) for tick in decision.start]
+            state.update(buffer=decision.buffered, fired=state["fired"] + len(runs),
+                         skipped=state["skipped"] + decision.skipped)
+            if runs:
+                state["last_run"] = runs[-1].run_id
+            counts[:] = [len(runs), len(decision.buffered), decision.skipped]
+            return replace_row(row, state=state, due_at=_due_at(row.name, spec, state, now),
+                               updated_at=now), runs
+        last = row.state.get("last_run")
+        statuses = await self.store.run_statuses([last] if last else [])
+        await self._change(name, edit)
+        return BackfillReport(*counts)
+
+    async def update(self, name: str, spec: ScheduleSpec | None = None,
+                     target: dict[str, Any] | None = None) -> ScheduleRow:
+        """A new spec starts counting ticks from now; a new target (process, input)
+        applies from the next run on."""
+        def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
+            definition = dict(row.definition)
+            state = _state(row)
+            new_spec = self._spec(row) if spec is None else spec
+            if spec is not None:
+                definition["spec"] = spec.to_json()
+                state["next_tick"] = next(iter(ticks_from(spec, math.floor(now))), None)
+            definition.update(target or {})
+            return replace_row(row, definition=definition, state=state,
+                               due_at=_due_at(row.name, new_spec, state, now),
+                               updated_at=now), []
+        return (await self._change(name, edit))[0]
+
+    async def delete(self, name: str) -> None:
+        if not await self.store.delete_schedule(name):
+            raise UnknownSchedule(f"no schedule named {name!r}", schedule=name)
+
+    async def info(self, name: str, *, runs: int = 10, fires: int = 5) -> ScheduleInfo:
+        row = await self._require(name)
+        return self._info(row, await self.store.schedule_runs(name, runs) if runs else [],
+                          fires)
+
+    async def list(self) -> list[ScheduleInfo]:
+        return [self._info(row, [], 1) for row in await self.store.list_schedules()]
+
+    def _info(self, row: ScheduleRow, runs: list[RunSummary], fires: int) -> ScheduleInfo:
+        spec = self._spec(row)
+        state = _state(row)
+        following = state.get("next_tick")
+        upcoming = [] if following is None or fires <= 0 else \
+            [following] + next_ticks(spec, following, fires - 1)
+        return ScheduleInfo(
+            row.name, spec, row.definition.get("process"), row.definition.get("file"),
+            row.definition.get("input"), row.paused, row.note,
+            [fire_at(row.name, spec, t) for t in upcoming[:fires]], state.get("last_run"),
+            state["fired"], state["missed"], state["skipped"], len(state["buffer"]),
+            row.created_at, row.updated_at, runs)
+
+
+def replace_row(row: ScheduleRow, **changes: Any) -> ScheduleRow:
+    """A copy of ``row`` with ``changes`` and the next version."""
+    values = {name: getattr(row, name) for name in ScheduleRow.__dataclass_fields__}
+    values.update(changes)
+    values["version"] = row.version + 1
+    return ScheduleRow(**values)
+
+
+__all__ = ["BackfillReport", "FireReport", "ScheduleInfo", "Scheduler", "replace_row",
+           "spec_from_options"]
