@@ -34,6 +34,7 @@ from .errors import HttpError, error_response
 from .headers import AnswerHeaders
 from .models import CancelBody, CompletionBody, SignalBody, StartRun
 from .openapi import openapi_document
+from .schedules import ScheduleRoutes
 from .throttle import Throttle
 
 log = logging.getLogger("lashflow.http")
@@ -79,6 +80,7 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/v1/runs/{run_id}/retry", api.retry, ["POST"]),
         ("/v1/waiting", api.waiting, ["GET"]),
         ("/metrics", api.metrics, ["GET"]),
+        *ScheduleRoutes(engine, api.body, api._process_file).routes(),
     ]
     routes: list[Any] = [
         Route("/v1/completions/{key}", _guarded(api.complete), methods=["POST"]),

@@ -10,14 +10,14 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .. import __version__
-from . import models
+from . import models, schedules
 
 _BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.CancelBody,
-           models.ErrorBody)
+           models.ErrorBody, *schedules.BODIES)
 _ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
             models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
             models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
-            models.WaitingAnswer, models.HealthAnswer)
+            models.WaitingAnswer, models.HealthAnswer, *schedules.ANSWERS)
 _METRICS = {"text/plain": {"schema": {"type": "string", "description": "Prometheus text "
                                       "exposition format 0.0.4"}}}
 
@@ -46,7 +46,8 @@ def _op(summary: str, answer: str, *, body: str | None = None, token: bool = Tru
            for q in query],
     }
     if body is not None:
-        operation["requestBody"] = {"required": body != "CancelBody" and body != "SignalBody",
+        operation["requestBody"] = {"required": body not in ("CancelBody", "SignalBody",
+                                                             "PauseBody"),
                                     "content": {"application/json": {"schema": _ref(body)}}}
     operation["security"] = [{"bearer": []}] if token else []
     return operation
@@ -96,8 +97,10 @@ def openapi_document() -> dict[str, Any]:
             "/v1/waiting": {"get": _op("Every open wait with the command that resolves it",
                                        "WaitingAnswer")},
             "/metrics": {"get": _op("Prometheus text: runs by status, open waits, steps, "
-                                    "attempts, journal commits, lease takeovers", "metrics")},
+                                    "attempts, journal commits, lease takeovers, schedules' fire lag, "
+                                    "missed ticks and skipped overlaps", "metrics")},
             "/healthz": {"get": _op("The server is up", "HealthAnswer", token=False)},
+            **schedules.openapi_paths(_op),
         },
         "components": {
             "schemas": schemas,

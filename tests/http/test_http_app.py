@@ -245,7 +245,9 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
         ("POST", "/v1/runs/{run_id}/retry", f"/v1/runs/{other}/retry", None),
         ("GET", "/healthz", "/healthz", None),
     ]
-    assert {(method, path) for method, path, _, _ in calls} == set(answers)
+    # the schedules routes are checked in tests/schedules/test_schedules_http.py
+    assert {(method, path) for method, path, _, _ in calls} == {
+        answer for answer in answers if not answer[1].startswith("/v1/schedules")}
     for method, path, url, body in calls:
         answer = await client.request(method, url, headers=AUTH, json=body)
         assert answer.status_code in (200, 202), (url, answer.text)

@@ -28,6 +28,7 @@ from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
 from ..credentials import client_of
 from ..throttle import Throttle
+from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
 
 HERE = Path(__file__).resolve().parent
@@ -90,6 +91,7 @@ class Console:
             Route("/runs/{run_id}/retry", self.form(self.retry), methods=["POST"]),
             Route("/runs/{run_id}/fork", self.form(self.fork), methods=["POST"]),
             Route("/runs/{run_id}/signal", self.form(self.signal), methods=["POST"]),
+            *SchedulePages(self).routes(),
         ]
         return [
             Route("/", self.home),
@@ -123,7 +125,7 @@ class Console:
                 return await handler(request)
             except LashflowError as exc:
                 return await self.message(request, exc.code, exc.message, 404 if exc.code in (
-                    "unknown_run", "unknown_step") else 400)
+                    "unknown_run", "unknown_step", "unknown_schedule") else 400)
         return guarded
 
     def form(self, handler: Callable[[Request, Any], Awaitable[Response]]) -> Callable[..., Any]:
