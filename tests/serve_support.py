@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 TOKEN = "test-token-0123456789"
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,3 +82,20 @@ def serving(tmp: Path, files: dict[str, str],
         if running.proc is not None and running.proc.poll() is None:
             running.proc.kill()
             running.proc.wait(30)
+
+
+def launch_browser(playwright: Any) -> Any:
+    """Headless Chromium: Debian's ``chromium`` from PATH, else Playwright's own. Without
+    one the test skips, or fails where ``LASHFLOW_REQUIRE_BROWSER`` is set (CI)."""
+    import pytest
+
+    system = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        return playwright.chromium.launch(executable_path=system, headless=True,
+                                          args=["--no-sandbox"])
+    except Exception as exc:  # no usable browser here
+        reason = ("no headless Chromium: install Debian's `chromium` (apt-get install chromium) "
+                  "or run `playwright install chromium`")
+        if not os.environ.get("LASHFLOW_REQUIRE_BROWSER"):
+            pytest.skip(reason)  # only where CI's LASHFLOW_REQUIRE_BROWSER is unset
+        pytest.fail(f"{reason} ({type(exc).__name__}: {exc})")

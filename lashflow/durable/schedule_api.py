@@ -5,14 +5,11 @@ checks as ``engine.create``); the firing itself is ``schedules.Scheduler``'s."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..schedules.spec import ScheduleSpec, parse_moment
 from ..store import RunSummary
 from .schedules import BackfillReport, ScheduleInfo, Scheduler, spec_from_options
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 
 class Schedules:
@@ -20,7 +17,8 @@ class Schedules:
     tz="Europe/Berlin")``. Durations are seconds or text like ``"5m"``; times are epoch
     seconds or RFC 3339 text (without an offset: in the schedule's zone)."""
 
-    def __init__(self, engine: "Engine", scheduler: Scheduler) -> None:
+    def __init__(self, engine: Any, scheduler: Scheduler) -> None:
+        """``engine``: the ``Engine`` this belongs to (its compile checks and tools)."""
         self._engine = engine
         self.scheduler = scheduler
 

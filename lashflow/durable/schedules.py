@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
 from ..errors import DbError, LashflowError, ScheduleExists, ScheduleInvalid, UnknownSchedule
 from ..schedules import ScheduleSpec, decide, plan, tick_id
-from ..schedules.spec import check_name, parse_duration, parse_moment
+from ..schedules.spec import check_name, parse_duration, parse_moment, zone_of
 from ..schedules.ticks import fire_at, next_ticks, ticks_from
 from ..states import SETTLED
 from ..store import RunRecord, RunSummary, ScheduleRow, Store
@@ -72,9 +71,7 @@ class ScheduleInfo:
 
 
 def _iso(moment: float, zone: str) -> str:
-    from zoneinfo import ZoneInfo
-
-    return datetime.fromtimestamp(moment, ZoneInfo(zone)).isoformat()
+    return datetime.fromtimestamp(moment, zone_of(zone)).isoformat()
 
 
 @dataclass(slots=True)
@@ -86,6 +83,22 @@ class FireReport:
     skipped: int = 0
     lags: list[float] = field(default_factory=list)
     lost_races: int = 0  # schedules another worker fired first
+    looked_at: int = 0  # due schedules read (the pass's limit reached: more may be due)
+
+
+@dataclass(slots=True)
+class _Firing:
+    """One schedule's part of a pass: the row to swap in, the runs to insert, the fire
+    times of the ticks that start now, counts, and a run to cancel (cancel-other)."""
+
+    row: ScheduleRow
+    changed: ScheduleRow
+    runs: list[RunRecord]
+    fired: list[float]
+    missed: int
+    skipped: int
+    cancel: str | None
+    window: float
 
 
 @dataclass(slots=True)
@@ -134,43 +147,53 @@ class Scheduler:
         self.clock = clock
         self.cancel = cancel
         self.metrics = metrics  # telemetry.Metrics, when the engine counts
-        self._specs: dict[tuple[str, int], ScheduleSpec] = {}  # parsed once per version
+        self._specs: dict[tuple[Any, ...], ScheduleSpec] = {}
 
     def _spec(self, row: ScheduleRow) -> ScheduleSpec:
-        key = (row.name, row.version)
+        """The row's spec, parsed (and checked) once per distinct spec: a pass over
+        thousands of schedules that tick alike parses one."""
+        data = row.definition["spec"]
+        key = tuple(sorted(data.items()))
         spec = self._specs.get(key)
         if spec is None:
-            if len(self._specs) > 50_000:
+            if len(self._specs) > 10_000:
                 self._specs.clear()
-            spec = self._specs[key] = ScheduleSpec.from_json(row.definition["spec"])
+            spec = self._specs[key] = ScheduleSpec.from_json(data)
         return spec
 
     # -- firing ----------------------------------------------------------------------------
-    async def fire_due(self, *, limit: int = 500, concurrency: int = 16) -> FireReport:
-        """One pass: fire every due tick of up to ``limit`` due schedules (a schedule
-        another worker fires meanwhile is left to it)."""
+    async def fire_due(self, *, limit: int = 500, batch: int = 250) -> FireReport:
+        """One pass: fire every due tick of up to ``limit`` due schedules, ``batch``
+        schedules to a transaction (a schedule another worker fired meanwhile is left to
+        it). The schedules go in name order, so two workers' transactions lock their
+        rows in the same order and never deadlock."""
         now = self.clock.now()
-        rows = await self.store.due_schedules(now, limit)
-        report = FireReport()
+        rows = sorted(await self.store.due_schedules(now, limit), key=lambda r: r.name)
+        report = FireReport(looked_at=len(rows))
         if not rows:
             return report
-        random.shuffle(rows)  # workers reading the same batch seldom start on the same row
         lasts = [str(r.state["last_run"]) for r in rows if r.state.get("last_run")]
         statuses = await self.store.run_statuses(lasts)
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(row: ScheduleRow) -> None:
-            async with gate:
-                try:
-                    await self._fire(row, now, statuses, report)
-                except LashflowError as exc:  # one schedule's trouble must not stop the rest
-                    log.error("schedule %s: %s", row.name, exc.message)
-
-        await asyncio.gather(*(one(row) for row in rows))
+        firings = []
+        for row in rows:
+            try:
+                firings.append(self._firing(row, now, statuses))
+            except LashflowError as exc:  # one schedule's trouble must not stop the rest
+                log.error("schedule %s: %s", row.name, exc.message)
+        for start in range(0, len(firings), batch):
+            chunk = firings[start:start + batch]
+            done = await self.store.swap_schedules(
+                [(f.changed, f.row.version, f.runs) for f in chunk])
+            stored = self.clock.now()
+            for firing, won in zip(chunk, done):
+                if won:
+                    await self._fired(firing, stored, report)
+                else:
+                    report.lost_races += 1
         return report
 
-    async def _fire(self, row: ScheduleRow, now: float, statuses: dict[str, str],
-                    report: FireReport) -> None:
+    def _firing(self, row: ScheduleRow, now: float, statuses: dict[str, str]) -> "_Firing":
+        """What firing ``row`` at ``now`` writes (decided, not yet written)."""
         spec = self._spec(row)
         state = _state(row)
         due = plan(row.name, spec, state.get("next_tick"), now)
@@ -185,23 +208,29 @@ class Scheduler:
             state["last_run"] = runs[-1].run_id
         changed = replace_row(row, state=state, due_at=_due_at(row.name, spec, state, now),
                               updated_at=now)
-        if not await self.store.swap_schedule(changed, row.version, runs):
-            report.lost_races += 1
-            return
-        lags = [lag for tick, lag in zip(due.fire, due.lags) if tick in decision.start]
-        report.started += len(runs)
-        report.missed += due.missed
-        report.skipped += decision.skipped
+        cancel = None
+        if decision.cancel:  # the run going when the newer tick came: this pass's or the last
+            cancel = runs[-1].run_id if runs and not busy else last
+        fired = [fire_at(row.name, spec, tick) for tick in decision.start if tick in due.fire]
+        return _Firing(row, changed, runs, fired, due.missed, decision.skipped, cancel,
+                       spec.catchup_window)
+
+    async def _fired(self, firing: "_Firing", stored: float, report: FireReport) -> None:
+        """Account for a firing once written; ``stored``: when its transaction committed."""
+        name = firing.row.name
+        lags = [max(0.0, stored - due) for due in firing.fired]
+        report.started += len(firing.runs)
+        report.missed += firing.missed
+        report.skipped += firing.skipped
         report.lags += lags
         if self.metrics is not None:
-            self.metrics.schedule_fired(row.name, lags, len(runs), due.missed, decision.skipped)
-        if due.missed:
-            log.warning("schedule %s: %d tick(s) missed (more than %gs late)", row.name,
-                        due.missed, spec.catchup_window)
-        if decision.cancel:
-            target = runs[-1].run_id if runs and busy is False else last
-            if target is not None:
-                await self.cancel(target, f"schedule {row.name}: a newer tick (cancel-other)")
+            self.metrics.schedule_fired(name, lags, len(firing.runs), firing.missed,
+                                        firing.skipped)
+        if firing.missed:
+            log.warning("schedule %s: %d tick(s) missed (more than %gs late)", name,
+                        firing.missed, firing.window)
+        if firing.cancel is not None:
+            await self.cancel(firing.cancel, f"schedule {name}: a newer tick (cancel-other)")
 
     def _run_for(self, row: ScheduleRow, tick: float, now: float, run_id: str | None = None
                  ) -> RunRecord:
@@ -214,20 +243,23 @@ class Scheduler:
             meta={"file": target.get("file"), "tool_modules": target.get("tool_modules", []),
                   "schedule": row.name, "tick": tick})
 
-    async def loop(self, stop: asyncio.Event, *, every: float = 0.25) -> None:
-        """Fire due ticks until ``stop`` is set, a pass every ``every`` seconds (a pass
-        that found a full batch goes again at once)."""
+    async def loop(self, stop: asyncio.Event, *, every: float = 1.0) -> None:
+        """Fire due ticks until ``stop`` is set. After a pass it sleeps until the next
+        schedule is due, ``every`` seconds at most (a schedule made meanwhile by another
+        process is seen then); a pass that found a full batch goes again at once."""
         while not stop.is_set():
+            pause = every
             try:
-                report = await self.fire_due()
-                busy = report.started + report.lost_races >= 500
+                report = await self.fire_due(limit=500)
+                if report.looked_at >= 500:
+                    continue
+                following = await self.store.next_due_at()
+                if following is not None:
+                    pause = min(every, max(0.0, following - self.clock.now() + 0.001))
             except DbError as exc:  # the database is away: say so and keep trying
                 log.error("schedules: %s", exc.message)
-                busy = False
-            if busy:
-                continue
             try:
-                await asyncio.wait_for(stop.wait(), every)
+                await asyncio.wait_for(stop.wait(), pause)
             except asyncio.TimeoutError:
                 pass
 

@@ -10,12 +10,14 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
-from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from cronsim import CronSim, CronSimError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleInvalid
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+# zoneinfo and cronsim are imported where first needed: the engine imports this module,
+# and a CLI command that touches no schedule must not pay for them (ADR 0007)
 
 POLICIES = ("skip", "buffer-one", "buffer-all", "cancel-other", "allow")
 DEFAULT_CATCHUP = 60.0  # a tick up to a minute late still fires (Temporal's minimum)
@@ -63,7 +65,9 @@ def parse_moment(text: str | float | int, zone: str = "UTC", what: str = "time")
     return moment.timestamp()
 
 
-def zone_of(name: str) -> ZoneInfo:
+def zone_of(name: str) -> "ZoneInfo":
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -136,6 +140,8 @@ class ScheduleSpec:
             raise ScheduleInvalid("a schedule needs exactly one of --cron and --every")
         zone = zone_of(self.tz)
         if self.cron is not None:
+            from cronsim import CronSim, CronSimError
+
             seconds_field, classic = split_cron(self.cron)
             seconds_of(seconds_field)
             try:
@@ -155,8 +161,8 @@ class ScheduleSpec:
             raise ScheduleInvalid("--end must come after --start")
 
     @property
-    def zone(self) -> ZoneInfo:
-        return ZoneInfo(self.tz)
+    def zone(self) -> "ZoneInfo":
+        return zone_of(self.tz)
 
     def describe(self) -> str:
         """One line for a table: ``cron 30 2 * * * (Europe/Berlin)`` or ``every 5m``."""

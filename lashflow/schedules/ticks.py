@@ -9,13 +9,10 @@ fire time is as deterministic as the run id (``tick_id``).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Iterator
-
-from cronsim import CronSim
 
 from .spec import ScheduleSpec, seconds_of, split_cron
 
@@ -32,6 +29,8 @@ def jitter_offset(name: str, tick: float, jitter: float) -> float:
     """A delay in ``[0, jitter)`` that every worker computes alike for this tick."""
     if jitter <= 0:
         return 0.0
+    import hashlib
+
     digest = hashlib.sha256(f"{name}\x00{tick:.0f}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 * jitter
 
@@ -75,6 +74,8 @@ def _cron(spec: ScheduleSpec, moment: float) -> Iterator[float]:
     cron's: a time the clocks skip fires once right after the skip, a time they repeat
     fires once, at its first occurrence); a six-field expression adds its seconds to
     each minute it yields."""
+    from cronsim import CronSim
+
     seconds_field, classic = split_cron(spec.cron or "")
     seconds = seconds_of(seconds_field)
     minute = math.floor(moment / 60) * 60

@@ -24,6 +24,7 @@ SCHEMA_VERSION = 5
 CHECKSUMS_REQUIRED_FROM = 4
 UNCHECKED_ROWS = "unchecked_rows"
 SETTING_PREFIX = "setting."  # meta keys of ``Store.setting``: apart from the store's own
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # as rows.dumps
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
@@ -209,7 +210,7 @@ class ScheduleRow:
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values in ``store.schedules.SCHEDULE_COLUMNS`` order."""
-        encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+        encode = _ENCODE
         return (self.name, encode(self.definition), encode(self.state), bool(self.paused),
                 self.note, self.due_at, self.version, self.created_at, self.updated_at)
 
@@ -467,6 +468,15 @@ class Store(abc.ABC):
         """Write ``row`` if the stored version is ``expected`` (None: create it if the name
         is free) and insert ``runs`` (existing ids left alone), in one transaction; False,
         with nothing written, if the schedule moved meanwhile."""
+
+    @abc.abstractmethod
+    async def swap_schedules(self, batch: Collection[tuple[ScheduleRow, int, list[RunRecord]]]
+                             ) -> list[bool]:
+        """``swap_schedule`` for each of ``batch`` (schedules that exist) in one
+        transaction; which of them were written."""
+
+    @abc.abstractmethod
+    async def next_due_at(self) -> float | None: ...
 
     @abc.abstractmethod
     async def delete_schedule(self, name: str) -> bool: ...

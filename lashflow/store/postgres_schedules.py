@@ -7,7 +7,9 @@ from typing import Any
 
 import asyncpg
 
+from .base import RunRecord
 from .queries import SUMMARY_COLUMNS
+from .rows import RUN_COLUMNS, run_values
 from .schedules import SCHEDULE_COLUMNS
 from .sqlite_schedules import prefix_end
 
@@ -50,6 +52,41 @@ class ScheduleStatements:
             "UPDATE lashflow_schedules SET definition = $2, state = $3, paused = $4, note = $5, "
             "due_at = $6, version = $7, created_at = $8, updated_at = $9 "
             "WHERE name = $1 AND version = $10 RETURNING 1", *values, expected) is not None
+
+    async def swap_schedule_batch(self, conn: asyncpg.Connection, values: list[tuple[Any, ...]],
+                                  expected: list[int]) -> list[str]:
+        """Every swap of the batch in one statement, the rows locked first in name order
+        (two workers' batches never lock in opposite orders)."""
+        names = [row[0] for row in values]
+        await conn.execute("SELECT 1 FROM lashflow_schedules WHERE name = ANY($1::text[]) "
+                           "ORDER BY name FOR UPDATE", names)
+        columns = [list(column) for column in zip(*values)]
+        rows = await conn.fetch(
+            "UPDATE lashflow_schedules s SET definition = v.definition, state = v.state, "
+            "paused = v.paused, note = v.note, due_at = v.due_at, version = v.version, "
+            "created_at = v.created_at, updated_at = v.updated_at FROM unnest($1::text[], "
+            "$2::text[], $3::text[], $4::bool[], $5::text[], $6::float8[], $7::bigint[], "
+            "$8::float8[], $9::float8[], $10::bigint[]) AS v(name, definition, state, paused, "
+            "note, due_at, version, created_at, updated_at, expected) "
+            "WHERE s.name = v.name AND s.version = v.expected RETURNING s.name",
+            *columns, expected)
+        return [row[0] for row in rows]
+
+    async def insert_runs(self, conn: asyncpg.Connection, runs: list[RunRecord]) -> None:
+        columns = [list(column) for column in zip(*(run_values(run) for run in runs))]
+        inserted = await conn.fetchval(
+            f"WITH added AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}) SELECT * FROM unnest("
+            "$1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], "
+            "$7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::float8[], "
+            "$13::text[], $14::float8[], $15::bigint[], $16::bool[], $17::float8[], "
+            "$18::text[]) ON CONFLICT (run_id) DO NOTHING RETURNING 1) "
+            "SELECT count(*) FROM added", *columns)
+        if inserted:  # new queued runs wake the idle workers (sent with the commit)
+            await conn.execute("SELECT pg_notify($1, '')", self.channel)  # type: ignore[attr-defined]
+
+    async def next_due_at(self, conn: asyncpg.Connection) -> float | None:
+        return await conn.fetchval("SELECT MIN(due_at) FROM lashflow_schedules WHERE NOT paused "
+                                   "AND due_at IS NOT NULL")
 
     async def delete_schedule(self, conn: asyncpg.Connection, name: str) -> bool:
         return await conn.fetchval("DELETE FROM lashflow_schedules WHERE name = $1 RETURNING 1",

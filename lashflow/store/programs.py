@@ -263,7 +263,8 @@ STATEMENTS = frozenset({
     "signal_by_sender", "append_signal", "signal",
     # schedules (store.schedules)
     "schedule_row", "schedule_rows", "due_schedules", "insert_schedule", "swap_schedule",
-    "delete_schedule", "runs_with_prefix", "run_statuses",
+    "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
+    "run_statuses", "next_due_at",
 })
 
 __all__ = ["STATEMENTS", "Ask", "Program", "fenced", "one"]

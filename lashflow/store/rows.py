@@ -186,6 +186,15 @@ def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
     return steps, attempts
 
 
+def run_values(run: RunRecord) -> tuple[Any, ...]:
+    """The run as the values of ``RUN_COLUMNS``, JSON fields encoded."""
+    return (run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
+            run.input_hash, run.status, dumps(run.result), dumps(run.error),
+            dumps(run.waiting), float(run.created_at), float(run.updated_at), run.lease_owner,
+            float(run.lease_expires), run.generation, bool(run.cancel_requested),
+            None if run.wake_at is None else float(run.wake_at), dumps(run.meta))
+
+
 def run_from_row(row: Sequence[Any]) -> RunRecord:
     """A row of ``RUN_COLUMNS``; one whose JSON columns do not decode is ``JournalCorrupt``
     (one line naming the run), not a crash of every command that lists runs."""

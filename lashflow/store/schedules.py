@@ -58,6 +58,19 @@ def swap_schedule(row: ScheduleRow, expected: int | None,
     return True
 
 
+def swap_schedules(batch: list[tuple[ScheduleRow, int, list[RunRecord]]]
+                   ) -> Program[list[bool]]:
+    """``swap_schedule`` for each of ``batch`` (existing schedules only), in one
+    transaction and a fixed number of statements: a swap that loses (someone changed that
+    schedule first) writes nothing and does not stop the others."""
+    won = set((yield "swap_schedule_batch", ([row.values() for row, _, _ in batch],
+                                             [expected for _, expected, _ in batch])))
+    runs = [run for row, _, row_runs in batch if row.name in won for run in row_runs]
+    if runs:
+        yield "insert_runs", (runs,)
+    return [row.name in won for row, _, _ in batch]
+
+
 def schedule_runs(name: str, limit: int) -> Program[list[RunSummary]]:
     """The schedule's runs, newest first: ids ``name@...`` are one key range."""
     rows = yield "runs_with_prefix", (name + "@", limit)
@@ -84,6 +97,16 @@ class ScheduleStore:
     async def swap_schedule(self, row: ScheduleRow, expected: int | None,
                             runs: Collection[RunRecord] = ()) -> bool:
         return bool(await self._write(swap_schedule, row, expected, list(runs)))  # type: ignore[attr-defined]
+
+    async def swap_schedules(self, batch: Collection[tuple[ScheduleRow, int, list[RunRecord]]]
+                             ) -> list[bool]:
+        if not batch:
+            return []
+        return list(await self._write(swap_schedules, list(batch)))  # type: ignore[attr-defined]
+
+    async def next_due_at(self) -> float | None:
+        """The earliest ``due_at`` of the unpaused schedules (when the next pass has work)."""
+        return await self._read(one, "next_due_at")  # type: ignore[attr-defined, no-any-return]
 
     async def delete_schedule(self, name: str) -> bool:
         """Delete the schedule (its runs stay); False if there was none."""

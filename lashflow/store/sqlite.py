@@ -42,7 +42,7 @@ from .core import CoreStore, Job
 from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
-from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts
+from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, run_values
 from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_schedules import ScheduleStatements
 
@@ -238,11 +238,7 @@ class _Statements(ScheduleStatements):
     def insert_run(self, conn: sqlite3.Connection, run: RunRecord) -> bool:
         cursor = conn.execute(
             f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
-             run.input_hash, run.status, dumps(run.result), dumps(run.error),
-             dumps(run.waiting), run.created_at, run.updated_at, run.lease_owner,
-             run.lease_expires, run.generation, int(run.cancel_requested), run.wake_at,
-             dumps(run.meta)))
+            run_values(run))
         return cursor.rowcount == 1
 
     def run_row(self, conn: sqlite3.Connection, run_id: str) -> Any:

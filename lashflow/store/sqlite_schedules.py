@@ -6,7 +6,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from .base import RunRecord
 from .queries import SUMMARY_COLUMNS
+from .rows import RUN_COLUMNS, run_values
 from .schedules import SCHEDULE_COLUMNS
 
 MIGRATION = [
@@ -48,6 +50,20 @@ class ScheduleStatements:
             "UPDATE schedules SET definition = ?, state = ?, paused = ?, note = ?, due_at = ?, "
             "version = ?, created_at = ?, updated_at = ? WHERE name = ? AND version = ?",
             (*rest, name, expected)).rowcount == 1
+
+    def swap_schedule_batch(self, conn: sqlite3.Connection, values: list[tuple[Any, ...]],
+                            expected: list[int]) -> list[str]:
+        return [row[0] for row, version in zip(values, expected)
+                if self.swap_schedule(conn, row, version)]
+
+    def insert_runs(self, conn: sqlite3.Connection, runs: list[RunRecord]) -> None:
+        conn.executemany(f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES "
+                         f"({','.join('?' * 18)})", [run_values(run) for run in runs])
+
+    def next_due_at(self, conn: sqlite3.Connection) -> float | None:
+        row = conn.execute("SELECT MIN(due_at) FROM schedules WHERE paused = 0 "
+                           "AND due_at IS NOT NULL").fetchone()
+        return None if row is None else row[0]
 
     def delete_schedule(self, conn: sqlite3.Connection, name: str) -> bool:
         return conn.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1

@@ -10,8 +10,6 @@ Playwright's own (``playwright install chromium``). With ``LASHFLOW_REQUIRE_BROW
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,7 +17,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 from playwright import sync_api
-from serve_support import TOKEN, Server, serving
+from serve_support import TOKEN, Server, launch_browser, serving
 
 pytestmark = pytest.mark.subprocess
 
@@ -34,19 +32,6 @@ from lashflow import tool
 async def hostile(x: int) -> str:
     return "<script>alert(1)</script><img src=x onerror=alert(2)>"
 '''
-
-
-def _browser(playwright: Any) -> Any:
-    system = shutil.which("chromium") or shutil.which("chromium-browser")
-    try:
-        return playwright.chromium.launch(executable_path=system, headless=True,
-                                          args=["--no-sandbox"])
-    except Exception as exc:  # no usable browser here
-        reason = ("no headless Chromium: install Debian's `chromium` (apt-get install chromium) "
-                  "or run `playwright install chromium`")
-        if not os.environ.get("LASHFLOW_REQUIRE_BROWSER"):
-            pytest.skip(reason)  # only where CI's LASHFLOW_REQUIRE_BROWSER is unset
-        pytest.fail(f"{reason} ({type(exc).__name__}: {exc})")
 
 
 @pytest.fixture
@@ -77,7 +62,7 @@ def test_approve_in_the_inbox_and_see_the_run_finish(served: Server) -> None:
     _start(served, "fanout.lash", fan, "fan-out-run-with-a-long-identifier-1", "finished")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
-        browser = _browser(playwright)
+        browser = launch_browser(playwright)
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         dialogs: list[str] = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))

@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import httpx
 import pytest
 from playwright import sync_api
-from serve_support import TOKEN, Server, serving
+from serve_support import TOKEN, Server, launch_browser, serving
 
 from lashflow import Engine
 from lashflow.http import ServeConfig, create_app
@@ -67,21 +67,6 @@ def served(tmp_path: Path) -> Iterator[Server]:
         yield running
 
 
-def _browser(playwright: Any) -> Any:
-    import os
-    import shutil
-
-    system = shutil.which("chromium") or shutil.which("chromium-browser")
-    try:
-        return playwright.chromium.launch(executable_path=system, headless=True,
-                                          args=["--no-sandbox"])
-    except Exception as exc:  # no usable browser here
-        reason = "no headless Chromium: install Debian's `chromium` (apt-get install chromium)"
-        if not os.environ.get("LASHFLOW_REQUIRE_BROWSER"):
-            pytest.skip(reason)
-        pytest.fail(f"{reason} ({type(exc).__name__}: {exc})")
-
-
 def test_serve_fires_a_schedule_and_the_console_steers_it(served: Server) -> None:
     with httpx.Client(base_url=served.url, timeout=30) as client:
         made = client.post("/v1/schedules", headers=AUTH, json={
@@ -94,7 +79,7 @@ def test_serve_fires_a_schedule_and_the_console_steers_it(served: Server) -> Non
             time.sleep(0.05)
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as playwright:
-        browser = _browser(playwright)
+        browser = launch_browser(playwright)
         page = browser.new_page(viewport={"width": 1200, "height": 700})
         page.goto(served.url + "/login")
         page.fill("#token", TOKEN)

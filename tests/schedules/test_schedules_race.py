@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from lashflow import Engine
+from pg_support import with_query
 from lashflow.schedules.ticks import tick_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,10 +30,12 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> subprocess.Popen[bytes]:
+        """A worker; on PostgreSQL with a small pool (the test server's slots are shared)."""
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("LASHFLOW_DB", None)
         err = open(self.tmp_path / f"worker{len(self.procs)}.err", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "lashflow", "worker", "--db", self.db,
+        db = self.db if self.db.startswith("sqlite") else with_query(self.db, pool_size="3")
+        proc = subprocess.Popen([sys.executable, "-m", "lashflow", "worker", "--db", db,
                                  "--poll", "0.2"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=err, cwd=self.tmp_path)
         err.close()

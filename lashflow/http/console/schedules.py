@@ -4,19 +4,18 @@ console form)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-if TYPE_CHECKING:
-    from .views import Console
-
 
 class SchedulePages:
-    def __init__(self, console: "Console") -> None:
+    """``console``: the console's ``page``/``form`` guards, ``render`` and ``back``."""
+
+    def __init__(self, console: Any) -> None:
         self.console = console
         self.schedules = console.engine.schedules
 
