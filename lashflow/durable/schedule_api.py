@@ -53,9 +53,6 @@ class Schedules:
         """The schedule, its next ``fires`` fire times and its latest ``runs`` runs."""
         return await self.scheduler.info(name, runs=runs, fires=fires)
 
-    async def list(self) -> list[ScheduleInfo]:
-        return await self.scheduler.list()
-
     async def runs(self, name: str, limit: int = 50) -> list[RunSummary]:
         """The runs the schedule started, newest first."""
         await self.scheduler.info(name, runs=0, fires=0)  # an unknown name is an error
@@ -107,6 +104,10 @@ class Schedules:
     async def delete(self, name: str) -> None:
         """Delete the schedule; the runs it started stay."""
         await self.scheduler.delete(name)
+
+    async def list(self) -> list[ScheduleInfo]:  # last: `list` names the builtin above it
+        """Every schedule, by name, with its next fire time and counts."""
+        return await self.scheduler.infos()
 
 
 __all__ = ["Schedules"]

@@ -288,8 +288,8 @@ class Scheduler:
         check_name(name)
         now = self.clock.now()
         following = next(iter(ticks_from(spec, math.floor(now))), None)
-        state = {"next_tick": following, "buffer": [], "fired": 0, "missed": 0, "skipped": 0,
-                 "last_run": None}
+        state: dict[str, Any] = {"next_tick": following, "buffer": [], "fired": 0,
+                                 "missed": 0, "skipped": 0, "last_run": None}
         row = ScheduleRow(name, {"spec": spec.to_json(), **target}, state,
                           due_at=_due_at(name, spec, _state(ScheduleRow(name, {}, state)), now),
                           version=1, created_at=now, updated_at=now)
@@ -388,7 +388,7 @@ class Scheduler:
         return self._info(row, await self.store.schedule_runs(name, runs) if runs else [],
                           fires)
 
-    async def list(self) -> list[ScheduleInfo]:
+    async def infos(self) -> list[ScheduleInfo]:
         return [self._info(row, [], 1) for row in await self.store.list_schedules()]
 
     def _info(self, row: ScheduleRow, runs: list[RunSummary], fires: int) -> ScheduleInfo:
