@@ -9,50 +9,9 @@ import textwrap
 
 import pytest
 
+from plugin_support import FLOW, TOOLS, inner
+
 pytest_plugins = ["pytester"]
-
-FLOW = """
-process order(id: str) {
-  quoted = await tools.quote({ id: id })?
-  approved = await tools.approve({ quote: quoted })?
-  finish { id: id, approved: approved }
-}
-"""
-
-TOOLS = '''
-from datetime import timedelta
-from lashflow import PendingCompletion, ToolCall, ToolResult, tool
-
-@tool
-async def quote(id: str) -> dict:
-    return {"id": id, "amount": 12.5}
-
-@tool(name="approve")
-async def approve(call: ToolCall) -> ToolResult:
-    await call.context.completion_key()
-    return ToolResult.pending(PendingCompletion().with_deadline(timedelta(hours=24)))
-'''
-
-
-def inner(project: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """A pytest run inside this one, with the plugins it does not need left out."""
-    return project.runpytest("-p", "no:cacheprovider", "-p", "no:asyncio", *args)
-
-
-@pytest.fixture(scope="module")
-def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Load here, once, every module a run uses: ``runpytest`` (in process) forgets the
-    modules first imported during it, and a second run would import lashflow's classes
-    anew, which the modules kept from before would not recognise."""
-    from lashflow.testing import WorkflowEnv, assert_finished
-
-    folder = tmp_path_factory.mktemp("warm")
-    (folder / "order.lash").write_text(FLOW)
-    (folder / "order.py").write_text(TOOLS)
-    with WorkflowEnv(str(folder / "warm.db")) as env:
-        run = env.run(folder / "order.lash", {"id": "warm"})
-        env.complete(run, "tools.approve", True)
-        assert_finished(run)
 
 
 @pytest.fixture
