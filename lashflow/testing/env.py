@@ -130,7 +130,7 @@ class WorkflowEnv:
                  start: float = START, limits: "Limits | None" = None,
                  lease_ttl: float = 30.0) -> None:
         self.db = db
-        self.clock = SkippingClock(start)
+        self.clock = SkippingClock(start, busy=self._writing)
         self.started_at = start
         self.limits = limits
         self.lease_ttl = lease_ttl
@@ -165,6 +165,10 @@ class WorkflowEnv:
 
     async def _with_engine(self, work: Callable[["Engine"], Awaitable[T]]) -> T:
         return await work(await self._engine())
+
+    def _writing(self) -> bool:
+        """Whether the engine has journal writes queued or in flight."""
+        return self._current is not None and not self._current[1].group_commit.idle
 
     async def _engine(self) -> "Engine":
         if self._current is None:
@@ -218,9 +222,9 @@ class WorkflowEnv:
         self._plan = CrashPlan(tool, step, recorded, call)
         return self._plan
 
-    def _observe(self, call: Call, phase: str) -> None:
+    def _observe(self, call: Call) -> None:
         plan = self._plan
-        if phase == "returned" and plan is not None and plan.tool_returned(call):
+        if plan is not None and plan.tool_returned(call):
             assert self._current is not None
             self._current[1].kill()
             raise SimulatedCrash(plan.describe())
@@ -323,17 +327,15 @@ class WorkflowEnv:
         from lashflow.errors import RunBusy
 
         for _ in range(MAX_SKIPS):
-            outcome = await engine.get(run_id)
-            status = outcome.status.value
+            status, waits = await _state(engine, run_id)
             if status in ("running", "queued"):  # a follow-up drive under way here
                 try:
-                    outcome = await engine.resume(run_id)
+                    await engine.resume(run_id)
                 except RunBusy:
                     return  # held by a killed engine's lease: `resume` takes it over
-                status = outcome.status.value
+                status, waits = await _state(engine, run_id)
             if status != "waiting":
                 return
-            waits = outcome.waiting
             timers = [w.until for w in waits if w.until is not None]
             if not timers or any(w.kind not in _TIMERS for w in waits):
                 return
@@ -361,8 +363,8 @@ class WorkflowEnv:
         run_id = _id_of(run)
 
         async def go(engine: "Engine") -> None:
-            outcome = await engine.get(run_id)
-            keys = [w.key for w in outcome.waiting if w.kind == "completion" and w.key
+            _, waits = await _state(engine, run_id)
+            keys = [w.key for w in waits if w.kind == "completion" and w.key
                     and (w.step == call or _tool_matches(w.tool, call))]
             if not keys:
                 await self._refuse(engine, run_id, f"run {run_id} has no pending call of {call}")
@@ -460,6 +462,14 @@ class WorkflowEnv:
         moments = [w.until for outcome in await engine.list("waiting")
                    for w in outcome.waiting if w.until is not None]
         return min(moments) if moments else None
+
+
+async def _state(engine: "Engine", run_id: str) -> "tuple[str, list[Wait]]":
+    """The run's status and waits, from its row alone (no journal read)."""
+    from lashflow.durable.outcome import Wait
+
+    record = await engine.get_record(run_id)
+    return record.status, [Wait.from_json(wait) for wait in record.waiting]
 
 
 def _id_of(run: Run | str) -> str:

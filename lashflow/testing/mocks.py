@@ -138,7 +138,7 @@ def mock_of(name: str, behaviour: dict[str, Any], *, retry: RetryPolicy | None =
     return mock
 
 
-Observer = Callable[[Call, str], None]  # (call, "start" | "returned"); may raise to crash
+Observer = Callable[[Call], None]  # told a call returned; may raise to crash the drive
 
 
 class MockingRegistry(ToolRegistry):
@@ -170,13 +170,12 @@ class MockingRegistry(ToolRegistry):
             self.calls.append(record)
             if mock is not None:
                 mock.calls.append(record)
-            self.observe(record, "start")
             if mock is not None:
                 returned = await mock.answer(call)
             else:
                 assert real is not None
                 returned = await real(call)
-            self.observe(record, "returned")
+            self.observe(record)
             return returned
 
         return RegisteredTool(definition, execute,

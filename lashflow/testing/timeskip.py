@@ -2,8 +2,9 @@
 
 A sleep inside a drive (a tool's retry delay, a cancel's grace period) parks on the clock
 as with ``FakeClock``; then, once every sleep that starts in the same turns of the event
-loop has parked too, time jumps to the earliest one due and wakes it. Parallel delays
-therefore end in the order and at the simulated moments they would in production, in
+loop has parked too, and no journal write is in flight (``busy``), time jumps to the
+earliest one due and wakes it. Parallel delays (a fan-out's members retrying) therefore
+end in the order and at the simulated moments they would in production, in
 microseconds. Timers a run parks on durably (``sleep for``, a completion's deadline) are
 not sleeps of this clock: ``WorkflowEnv`` moves the clock to them and drives the run.
 """
@@ -12,19 +13,22 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Callable
 
 from .clock import FakeClock
 
 # Turns of the event loop a jump waits for, so that the sleeps a fan-out's members start
 # together all park before time moves (each member reaches its sleep in its own turn).
 SETTLE_TURNS = 3
+BUSY_RECHECK = 0.001  # real seconds between looks while a write is in flight
 
 
 class SkippingClock(FakeClock):
     """Simulated wall-clock seconds; ``sleep`` returns as soon as nothing else is due first."""
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, busy: Callable[[], bool] | None = None) -> None:
         super().__init__(start)
+        self._busy = busy
         self._jump_scheduled = False
 
     async def sleep(self, seconds: float) -> None:
@@ -38,8 +42,12 @@ class SkippingClock(FakeClock):
             asyncio.get_running_loop().call_soon(self._jump, SETTLE_TURNS)
 
     def _jump(self, turns_left: int) -> None:
+        loop = asyncio.get_running_loop()
         if turns_left:
-            asyncio.get_running_loop().call_soon(self._jump, turns_left - 1)
+            loop.call_soon(self._jump, turns_left - 1)
+            return
+        if self._busy is not None and self._busy():  # a member is still writing: its
+            loop.call_later(BUSY_RECHECK, self._jump, SETTLE_TURNS)  # delay may be next
             return
         self._jump_scheduled = False
         due = self.next_due()
@@ -80,4 +88,4 @@ def seconds_of(duration: float | int | timedelta | str) -> float:
     raise TypeError("a duration is a number of seconds, a timedelta or text like '24h'")
 
 
-__all__ = ["SETTLE_TURNS", "SkippingClock", "seconds_of"]
+__all__ = ["BUSY_RECHECK", "SETTLE_TURNS", "SkippingClock", "seconds_of"]

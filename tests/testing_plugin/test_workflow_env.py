@@ -210,3 +210,64 @@ def test_a_killed_engine_writes_nothing_more(lashflow_env) -> None:
     assert record.status == "running" and record.lease_owner is not None
     assert run.steps == []
     assert lashflow_env.crashes == 1
+
+
+def test_parallel_retry_delays_end_at_their_own_simulated_moments(lashflow_env) -> None:
+    """A fan-out whose members wait 5, 10 and 20 minutes before their second attempt:
+    each second attempt starts at its own moment, not one after the other."""
+    source = """
+process fan(waits: list[int]) {
+  got = await [tools.flaky({ wait: w })? for w in waits]
+  finish got
+}"""
+    seen: dict[int, int] = {}
+
+    def flaky(payload):
+        wait = payload["wait"]
+        seen[wait] = seen.get(wait, 0) + 1
+        if seen[wait] == 1:
+            return ToolResult.retryable_failure("busy", after=wait * 60)
+        return wait
+
+    lashflow_env.mock("tools.flaky", fn=flaky, retry=RetryPolicy.safe(2, max_delay=0))
+    run = lashflow_env.run(source, {"waits": [20, 5, 10]})
+    assert_finished(run, [20, 5, 10])
+    second = {s.outcome["value"]: s.attempts[1].started_at - s.attempts[0].started_at
+              for s in run.steps}
+    assert second == {20: 1200.0, 5: 300.0, 10: 600.0}
+    assert lashflow_env.elapsed == timedelta(minutes=20)
+
+
+def test_start_then_wait(lashflow_env) -> None:
+    async def quote(payload):
+        return {"amount": 1, "order_id": payload["order"]["id"]}
+
+    lashflow_env.mock("tools.quote", fn=quote)
+    run = lashflow_env.start(FULFILL, ORDER)
+    lashflow_env.wait(run)
+    assert_status(run, "waiting")
+    assert lashflow_env.calls_of("tools.quote")[0].input == ORDER
+
+
+def test_prints_and_a_sleep_until_in_the_main_block(lashflow_env) -> None:
+    run = lashflow_env.run('print("before")\nsleep until "2026-03-01T00:00:00Z"\n'
+                           'print("after")\nfinish 1\n')
+    assert_finished(run, 1)
+    assert run.prints == ["before", "after"]
+    assert lashflow_env.elapsed == timedelta(days=59)
+
+
+def test_the_benchmarked_month_does_what_it_says(tmp_path: Path) -> None:
+    """bench/bench_testing.py's workflow: 100 steps and more over 30 simulated days, with
+    sleeps, retries and an expired deadline (its speed is the benchmark's business)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_testing",
+                                                  ROOT / "bench" / "bench_testing.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    _, facts = bench.month(str(tmp_path / "month.db"))
+    assert facts["status"] == "finished"
+    assert facts["steps"] >= 100 and facts["simulated"] >= timedelta(days=30)
+    assert facts["sleeps"] == 40 and facts["retried"] == 6 and facts["expired"] == 1
