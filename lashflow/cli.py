@@ -884,6 +884,11 @@ def serve(
     raise typer.Exit(run_async(go, False))
 
 
+from .cli_schedule import schedule_app  # noqa: E402 - a group of its own, registered last
+
+app.add_typer(schedule_app, name="schedule")
+
+
 def main() -> None:
     """Console-script entry point (``lashflow`` and ``python -m lashflow``)."""
     app()

@@ -231,6 +231,8 @@ class RunDetail:
     # signals delivered that the process has not taken yet (``wait_signal`` takes them
     # in delivery order): [{"name", "payload"}]
     pending_signals: list[dict[str, Any]] = field(default_factory=list)
+    # a schedule's run: {"name", "tick" (epoch seconds), "trigger" ("manual" or None)}
+    schedule: dict[str, Any] | None = None
 
     @property
     def run_id(self) -> str:
@@ -255,4 +257,6 @@ class RunDetail:
             data["journal_error"] = self.journal_error.to_json()
         if self.pending_signals:
             data["pending_signals"] = list(self.pending_signals)
+        if self.schedule is not None:
+            data["schedule"] = dict(self.schedule)
         return data

@@ -94,6 +94,11 @@ class Reads:
         now = self.clock.now()
         return RunPage([self._summary(row, now) for row in page.runs], page.next_cursor)
 
+    async def schedule_runs(self, name: str, limit: int) -> list[RunSummary]:
+        """The runs a schedule started (ids ``name@...``), newest first."""
+        now = self.clock.now()
+        return [self._summary(row, now) for row in await self.store.schedule_runs(name, limit)]
+
     async def run_detail(self, run_id: str) -> RunDetail:
         detail = await self.store.run_detail(_stored_id(run_id))
         if detail is None:
@@ -123,7 +128,7 @@ class Reads:
         return RunDetail(
             summary, run.input, run.result if run.status == "finished" else None, prints, steps,
             [self._summary(child, now) for child in detail.children], run.meta.get("file"),
-            journal_error, pending)
+            journal_error, pending, _started_by(run.meta))
 
     def _summary(self, row: RunRecord | st.RunSummary, now: float) -> RunSummary:
         status = RunStatus(row.status)
@@ -179,6 +184,14 @@ class Reads:
         for run in await self.store.list_runs("waiting"):
             out.extend((run.run_id, Wait.from_json(w)) for w in run.waiting)
         return out
+
+
+def _started_by(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The schedule and tick a schedule's run was started for (docs/schedules.md)."""
+    if "schedule" not in meta:
+        return None
+    return {"name": meta["schedule"], "tick": meta.get("tick"),
+            "trigger": meta.get("trigger")}
 
 
 __all__ = ["Reads"]

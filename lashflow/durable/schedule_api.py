@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from ..schedules.spec import ScheduleSpec, parse_moment
-from ..store import RunSummary
+from .outcome import RunSummary
 from .schedules import BackfillReport, ScheduleInfo, Scheduler, spec_from_options
 
 
@@ -54,9 +54,9 @@ class Schedules:
         return await self.scheduler.info(name, runs=runs, fires=fires)
 
     async def runs(self, name: str, limit: int = 50) -> list[RunSummary]:
-        """The runs the schedule started, newest first."""
+        """The runs the schedule started, newest first (as ``engine.runs`` lists runs)."""
         await self.scheduler.info(name, runs=0, fires=0)  # an unknown name is an error
-        return await self._engine.store.schedule_runs(name, limit)
+        return await self._engine.reads.schedule_runs(name, limit)
 
     async def pause(self, name: str, note: str | None = None) -> ScheduleInfo:
         await self.scheduler.pause(name, note)

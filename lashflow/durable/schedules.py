@@ -172,7 +172,9 @@ class Scheduler:
         report = FireReport(looked_at=len(rows))
         if not rows:
             return report
-        lasts = [str(r.state["last_run"]) for r in rows if r.state.get("last_run")]
+        # whether the last run has settled matters only where a policy holds ticks back
+        lasts = [str(r.state["last_run"]) for r in rows if r.state.get("last_run") and (
+            r.state.get("buffer") or r.definition["spec"].get("overlap") != "allow")]
         statuses = await self.store.run_statuses(lasts)
         firings = []
         for row in rows:

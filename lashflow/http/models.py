@@ -91,6 +91,7 @@ class RunAnswer(RunSummary):
     children: list[RunSummary] = field(default_factory=list)
     journal_error: RunError | None = None
     pending_signals: list[dict[str, Any]] = field(default_factory=list)
+    schedule: dict[str, Any] | None = None  # a schedule's run: name, tick, trigger
 
 
 class StepInfo(_Answer):
