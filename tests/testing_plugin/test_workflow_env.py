@@ -271,3 +271,26 @@ def test_the_benchmarked_month_does_what_it_says(tmp_path: Path) -> None:
     assert facts["status"] == "finished"
     assert facts["steps"] >= 100 and facts["simulated"] >= timedelta(days=30)
     assert facts["sleeps"] == 40 and facts["retried"] == 6 and facts["expired"] == 1
+
+
+async def test_the_same_api_in_an_async_test(lashflow_env) -> None:
+    run = lashflow_env.run(FULFILL, ORDER)
+    lashflow_env.complete(run, "tools.request_approval", {"approved": True})
+    assert_finished(run)
+
+
+def test_a_crash_on_postgresql(tmp_path: Path) -> None:
+    from pg_support import postgres_base_url
+
+    from lashflow.testing import WorkflowEnv
+    from lashflow.testing.schemas import fresh_schema
+
+    with fresh_schema(postgres_base_url()) as url, WorkflowEnv(url) as env:
+        env.mock("tools.charge", returns={"charged": True}, idempotent=False)
+        env.crash_after("tools.charge")
+        run = env.run(FULFILL, ORDER)
+        env.complete(run, "tools.request_approval", {"approved": True})
+        assert env.crashed and run.status == "running"
+        env.resume(run)
+        assert_status(run, "needs_attention")
+        assert_called(env, "tools.charge", times=1)
