@@ -294,3 +294,12 @@ def test_a_crash_on_postgresql(tmp_path: Path) -> None:
         env.resume(run)
         assert_status(run, "needs_attention")
         assert_called(env, "tools.charge", times=1)
+
+
+@pytest.mark.lashflow(max_timers=25)
+def test_a_run_that_sleeps_forever_is_stopped_with_a_clear_error(lashflow_env) -> None:
+    source = 'process forever() {\n  for i in range(1000000) {\n    sleep for "1h"\n  }\n}'
+    with pytest.raises(AssertionError) as caught:
+        lashflow_env.run(source)
+    assert str(caught.value) == "run run-1 was still sleeping after 25 timers"
+    assert lashflow_env.elapsed == timedelta(hours=25)
