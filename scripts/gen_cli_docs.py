@@ -89,18 +89,34 @@ def render() -> str:
         out.append(f"| [`lashflow {name}`](#lashflow-{name}) | {_cell(first)} |")
     out.append("")
     for name in names:
-        command = group.get_command(root, name)
-        ctx = command.make_context(name, [], parent=root, resilient_parsing=True)
-        arguments = " ".join(p.metavar or p.name.upper() for p in command.params
-                             if p.param_type_name == "argument")
-        out.append(f"## `lashflow {name}`\n")
-        out.append(f"```\nlashflow {name} [OPTIONS]{' ' + arguments if arguments else ''}\n```\n")
-        out.append((command.help or "").strip() + "\n")
-        rows = [_param_row(p, ctx) for p in command.get_params(ctx) if p.name != "help"]
-        out.append("| argument / option | meaning |\n|---|---|")
-        out.extend(f"| {_cell(n)} | {_cell(h)} |" for n, h in rows)
-        out.append("")
+        _command(out, group.get_command(root, name), name, root)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _command(out: list[str], command: Any, name: str, parent: Any) -> None:
+    """One command's section; a group (``schedule``) lists its subcommands, then each."""
+    ctx = command.make_context(name.split()[-1], [], parent=parent, resilient_parsing=True)
+    subcommands = command.list_commands(ctx) if hasattr(command, "list_commands") else []
+    arguments = " ".join(p.metavar or p.name.upper() for p in command.params
+                         if p.param_type_name == "argument")
+    usage = "COMMAND [ARGS]..." if subcommands else "[OPTIONS]"
+    out.append(f"## `lashflow {name}`\n")
+    out.append(f"```\nlashflow {name} {usage}{' ' + arguments if arguments else ''}\n```\n")
+    out.append((command.help or "").strip() + "\n")
+    if subcommands:
+        out.append("| command | does |\n|---|---|")
+        for sub in subcommands:
+            first = (command.get_command(ctx, sub).help or "").strip().split("\n\n")[0]
+            anchor = f"lashflow-{name}-{sub}".replace(" ", "-")
+            out.append(f"| [`lashflow {name} {sub}`](#{anchor}) | {_cell(first)} |")
+        out.append("")
+        for sub in subcommands:
+            _command(out, command.get_command(ctx, sub), f"{name} {sub}", ctx)
+        return
+    rows = [_param_row(p, ctx) for p in command.get_params(ctx) if p.name != "help"]
+    out.append("| argument / option | meaning |\n|---|---|")
+    out.extend(f"| {_cell(n)} | {_cell(h)} |" for n, h in rows)
+    out.append("")
 
 
 def main(argv: list[str]) -> int:

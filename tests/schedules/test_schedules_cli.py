@@ -63,7 +63,7 @@ def test_every_schedule_command(lf: Callable[..., Any]) -> None:
     assert updated.exit_code == 0 and "every 15m" in updated.stdout and '{"n":2}' in \
         updated.stdout.replace(" ", "")
     assert lf("schedule", "delete", "nightly").exit_code == 0
-    assert lf("schedule", "list", "--json").stdout.strip() == '{"schedules":[]}'
+    assert json.loads(lf("schedule", "list", "--json").stdout) == {"schedules": []}
     assert len(json.loads(lf("list", "--json").stdout)["runs"]) == 4  # the runs stay
 
 

@@ -13,20 +13,18 @@ from typing import Any, Optional
 
 import typer
 
-from .cli_render import Display, when
-from .cli_support import LashflowGroup, dumps, engine, parse_json_option, run_async, stdout
+from .context import Invocation
+from .exits import run_async
+from .options import DbOption, JsonOption, ToolsOption, parse_json_option
+from .output import dumps, stdout
+from .render import Display
+from .usage import LashflowGroup
 
 schedule_app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
                            pretty_exceptions_enable=False, rich_markup_mode=None,
                            help="Runs started by the clock: cron or interval schedules that "
                                 "every worker fires, exactly one run per tick.")
 
-DbOption = typer.Option(None, "--db", envvar="LASHFLOW_DB", show_envvar=True, metavar="URL",
-                        help="Database (as for every command).")
-JsonOption = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
-ToolsOption = typer.Option([], "--tools", "-t", metavar="MODULE",
-                           help="Tool module the process needs (repeatable); the .py beside "
-                                "the .lash file is always loaded.")
 NameArgument = typer.Argument(..., metavar="NAME", help="The schedule.", show_default=False)
 
 
@@ -74,7 +72,7 @@ def _local(moment: float, zone: str) -> str:
     return datetime.fromtimestamp(moment, ZoneInfo(zone)).isoformat(timespec="seconds")
 
 
-def _info_lines(info: Any) -> list[str]:
+def _info_lines(info: Any, when: Any) -> list[str]:
     spec = info.spec
     lines = [f"schedule {info.name}: {spec.describe()}, overlap {spec.overlap}, "
              f"catch-up window {_duration(spec.catchup_window)}"
@@ -96,7 +94,7 @@ def _info_lines(info: Any) -> list[str]:
 
 
 def _duration(seconds: float) -> str:
-    from .schedules.spec import format_duration
+    from ..schedules.spec import format_duration
 
     return format_duration(seconds)
 
@@ -105,16 +103,17 @@ def _print_info(display: Display, info: Any) -> None:
     if display.as_json:
         stdout(dumps(info.to_json()))
         return
-    for line in _info_lines(info):
+    for line in _info_lines(info, display.when):
         display.line(line, style="yellow" if line.strip().startswith("PAUSED") else None)
     if info.runs:
         display.line("  last runs:")
         for run in info.runs:
-            display.line(f"    {run.run_id}  {run.status:<15} {when(run.created_at)}")
+            display.line(f"    {run.run_id}  {run.status:<15} {display.when(run.created_at)}")
 
 
 @schedule_app.command()
 def create(
+    ctx: typer.Context,
     name: str = NameArgument,
     process: str = typer.Option(..., "--process", metavar="FILE[:PROCESS]",
                                 help="The .lash file to run (and the process, for a file "
@@ -136,31 +135,34 @@ def create(
 ) -> None:
     """Make a schedule: exactly one of --cron and --every. The process and its input are
     checked now; the workers fire the ticks."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
     file, entry = _target(process)
 
     async def go() -> int:
         data = parse_json_option(input, "--input")
-        async with engine(db, tools) as eng:
+        async with inv.engine(db, tools) as eng:
             info = await eng.schedules.create(
                 name, file, entry, input=data,
                 **_spec(cron, every, tz, jitter, overlap, catchup_window, start, end))
         _print_info(display, info)
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 @schedule_app.command("list")
-def list_schedules(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
+def list_schedules(ctx: typer.Context, db: Optional[str] = DbOption,
+                   as_json: bool = JsonOption) -> None:
     """Every schedule: when it ticks, its next fire time, what it fired, missed, skipped."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
-        from .errors import NoDatabase
+        from ..errors import NoDatabase
 
         try:
-            async with engine(db, create=False) as eng:
+            async with inv.engine(db, create=False) as eng:
                 infos = await eng.schedules.list()
         except NoDatabase:
             infos = []
@@ -172,7 +174,7 @@ def list_schedules(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> 
             _render_list(display, infos)
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 def _render_list(display: Display, infos: list[Any]) -> None:
@@ -180,7 +182,7 @@ def _render_list(display: Display, infos: list[Any]) -> None:
     rows = []
     for info in infos:
         state = "paused" if info.paused else ("ended" if not info.next_fires else "")
-        following = when(info.next_fires[0])[:19] if info.next_fires else "-"
+        following = display.when(info.next_fires[0])[:19] if info.next_fires else "-"
         rows.append((info.name, info.spec.describe(), following,
                      f"{info.fired}/{info.missed}/{info.skipped}", state))
     name_w = max(4, *(len(r[0]) for r in rows))
@@ -195,6 +197,7 @@ def _render_list(display: Display, infos: list[Any]) -> None:
 
 @schedule_app.command()
 def show(
+    ctx: typer.Context,
     name: str = NameArgument,
     runs: int = typer.Option(10, "--runs", min=0, max=1000, metavar="N",
                              help="How many of its latest runs to list."),
@@ -203,27 +206,30 @@ def show(
 ) -> None:
     """A schedule: its spec, the next 5 fire times in its zone, what it fired, missed and
     skipped, and its latest runs."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
-        async with engine(db, create=False, absent=_no_schedule(name)) as eng:
+        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
             _print_info(display, await eng.schedules.get(name, runs=runs))
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 def _no_schedule(name: str) -> Any:
-    from .errors import UnknownSchedule
+    from ..errors import UnknownSchedule
 
     return lambda missing: UnknownSchedule(f"no schedule named {name!r} ({missing})")
 
 
-def _simple(name: str, db: str | None, as_json: bool, act: Any, done: str) -> None:
-    display = Display(as_json)
+def _simple(ctx: typer.Context, name: str, db: str | None, as_json: bool, act: Any,
+            done: str) -> None:
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
-        async with engine(db, create=False, absent=_no_schedule(name)) as eng:
+        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
             info = await act(eng)
         if as_json:
             stdout(dumps(info.to_json()))
@@ -231,11 +237,12 @@ def _simple(name: str, db: str | None, as_json: bool, act: Any, done: str) -> No
             display.line(done.format(name=name, info=info))
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 @schedule_app.command()
 def pause(
+    ctx: typer.Context,
     name: str = NameArgument,
     note: Optional[str] = typer.Option(None, "--note", metavar="TEXT",
                                        help="Why it is paused (shown by list and show)."),
@@ -243,27 +250,28 @@ def pause(
     as_json: bool = JsonOption,
 ) -> None:
     """Stop firing until resumed."""
-    _simple(name, db, as_json, lambda eng: eng.schedules.pause(name, note),
+    _simple(ctx, name, db, as_json, lambda eng: eng.schedules.pause(name, note),
             "schedule {name} paused")
 
 
 @schedule_app.command()
-def resume(name: str = NameArgument, db: Optional[str] = DbOption,
+def resume(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbOption,
            as_json: bool = JsonOption) -> None:
     """Fire again: paused ticks inside the catch-up window fire, older ones are passed
     over."""
-    _simple(name, db, as_json, lambda eng: eng.schedules.resume(name),
+    _simple(ctx, name, db, as_json, lambda eng: eng.schedules.resume(name),
             "schedule {name} resumed")
 
 
 @schedule_app.command()
-def trigger(name: str = NameArgument, db: Optional[str] = DbOption,
+def trigger(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbOption,
             as_json: bool = JsonOption) -> None:
     """Start a run now, whatever the overlap policy (a worker drives it)."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
-        async with engine(db, create=False, absent=_no_schedule(name)) as eng:
+        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
             run_id = await eng.schedules.trigger(name)
         if as_json:
             stdout(dumps({"run_id": run_id, "schedule": name}))
@@ -271,11 +279,12 @@ def trigger(name: str = NameArgument, db: Optional[str] = DbOption,
             display.line(f"run {run_id} queued (lashflow show {run_id})")
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 @schedule_app.command()
 def backfill(
+    ctx: typer.Context,
     name: str = NameArgument,
     start: str = typer.Option(..., "--from", metavar="TIME",
                               help="The first tick included (RFC 3339; no offset: the "
@@ -287,10 +296,11 @@ def backfill(
 ) -> None:
     """A run for every tick in [--from, --to), under the overlap policy; ticks that
     already have their run keep it."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
-        async with engine(db, create=False, absent=_no_schedule(name)) as eng:
+        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
             report = await eng.schedules.backfill(name, start, end)
         counts = {"started": report.started, "buffered": report.buffered,
                   "skipped": report.skipped}
@@ -301,11 +311,12 @@ def backfill(
                          f"{report.buffered} buffered, {report.skipped} skipped")
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 @schedule_app.command()
 def update(
+    ctx: typer.Context,
     name: str = NameArgument,
     process: Optional[str] = typer.Option(None, "--process", metavar="FILE[:PROCESS]",
                                           help="Run this file (and process) from now on."),
@@ -325,29 +336,31 @@ def update(
 ) -> None:
     """Change a schedule: a new --cron replaces --every and the reverse (ticks count from
     now); a new --process or --input applies to the next run on."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
         data = parse_json_option(input, "--input")
         file, entry = _target(process) if process is not None else (None, None)
-        async with engine(db, tools, create=False, absent=_no_schedule(name)) as eng:
+        async with inv.engine(db, tools, create=False, absent=_no_schedule(name)) as eng:
             info = await eng.schedules.update(
                 name, file, entry, input=data,
                 **_spec(cron, every, tz, jitter, overlap, catchup_window, start, end))
         _print_info(display, info)
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 @schedule_app.command()
-def delete(name: str = NameArgument, db: Optional[str] = DbOption,
+def delete(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbOption,
            as_json: bool = JsonOption) -> None:
     """Delete a schedule; the runs it started stay."""
-    display = Display(as_json)
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
 
     async def go() -> int:
-        async with engine(db, create=False, absent=_no_schedule(name)) as eng:
+        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
             await eng.schedules.delete(name)
         if as_json:
             stdout(dumps({"name": name, "deleted": True}))
@@ -355,7 +368,7 @@ def delete(name: str = NameArgument, db: Optional[str] = DbOption,
             display.line(f"schedule {name} deleted (its runs stay)")
         return 0
 
-    raise typer.Exit(run_async(go, as_json))
+    raise typer.Exit(run_async(inv, go))
 
 
 __all__ = ["schedule_app"]
