@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import typer
 
@@ -223,21 +223,28 @@ def _no_schedule(name: str) -> Any:
     return lambda missing: UnknownSchedule(f"no schedule named {name!r} ({missing})")
 
 
-def _simple(ctx: typer.Context, name: str, db: str | None, as_json: bool, act: Any,
-            done: str) -> None:
+def _act(ctx: typer.Context, name: str, db: str | None, as_json: bool,
+         act: Callable[[Any], Awaitable[Any]], answer: Callable[[Any], dict[str, Any]],
+         text: Callable[[Any], str]) -> None:
+    """A command on one existing schedule: ``act(engine)``, then ``answer(result)`` as
+    the JSON object or ``text(result)`` as the line."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
 
     async def go() -> int:
         async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
-            info = await act(eng)
+            result = await act(eng)
         if as_json:
-            stdout(dumps(info.to_json()))
+            stdout(dumps(answer(result)))
         else:
-            display.line(done.format(name=name, info=info))
+            display.line(text(result))
         return 0
 
     raise typer.Exit(run_async(inv, go))
+
+
+def _info_json(info: Any) -> dict[str, Any]:
+    return dict(info.to_json())
 
 
 @schedule_app.command()
@@ -250,8 +257,8 @@ def pause(
     as_json: bool = JsonOption,
 ) -> None:
     """Stop firing until resumed."""
-    _simple(ctx, name, db, as_json, lambda eng: eng.schedules.pause(name, note),
-            "schedule {name} paused")
+    _act(ctx, name, db, as_json, lambda eng: eng.schedules.pause(name, note), _info_json,
+         lambda info: f"schedule {name} paused")
 
 
 @schedule_app.command()
@@ -259,27 +266,17 @@ def resume(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbO
            as_json: bool = JsonOption) -> None:
     """Fire again: paused ticks inside the catch-up window fire, older ones are passed
     over."""
-    _simple(ctx, name, db, as_json, lambda eng: eng.schedules.resume(name),
-            "schedule {name} resumed")
+    _act(ctx, name, db, as_json, lambda eng: eng.schedules.resume(name), _info_json,
+         lambda info: f"schedule {name} resumed")
 
 
 @schedule_app.command()
 def trigger(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbOption,
             as_json: bool = JsonOption) -> None:
     """Start a run now, whatever the overlap policy (a worker drives it)."""
-    inv = Invocation.of(ctx, as_json)
-    display = Display.of(inv)
-
-    async def go() -> int:
-        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
-            run_id = await eng.schedules.trigger(name)
-        if as_json:
-            stdout(dumps({"run_id": run_id, "schedule": name}))
-        else:
-            display.line(f"run {run_id} queued (lashflow show {run_id})")
-        return 0
-
-    raise typer.Exit(run_async(inv, go))
+    _act(ctx, name, db, as_json, lambda eng: eng.schedules.trigger(name),
+         lambda run_id: {"run_id": run_id, "schedule": name},
+         lambda run_id: f"run {run_id} queued (lashflow show {run_id})")
 
 
 @schedule_app.command()
@@ -296,22 +293,11 @@ def backfill(
 ) -> None:
     """A run for every tick in [--from, --to), under the overlap policy; ticks that
     already have their run keep it."""
-    inv = Invocation.of(ctx, as_json)
-    display = Display.of(inv)
-
-    async def go() -> int:
-        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
-            report = await eng.schedules.backfill(name, start, end)
-        counts = {"started": report.started, "buffered": report.buffered,
-                  "skipped": report.skipped}
-        if as_json:
-            stdout(dumps(counts))
-        else:
-            display.line(f"schedule {name}: {report.started} run(s) queued, "
-                         f"{report.buffered} buffered, {report.skipped} skipped")
-        return 0
-
-    raise typer.Exit(run_async(inv, go))
+    _act(ctx, name, db, as_json, lambda eng: eng.schedules.backfill(name, start, end),
+         lambda report: {"started": report.started, "buffered": report.buffered,
+                         "skipped": report.skipped},
+         lambda report: f"schedule {name}: {report.started} run(s) queued, "
+                        f"{report.buffered} buffered, {report.skipped} skipped")
 
 
 @schedule_app.command()
@@ -356,19 +342,9 @@ def update(
 def delete(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbOption,
            as_json: bool = JsonOption) -> None:
     """Delete a schedule; the runs it started stay."""
-    inv = Invocation.of(ctx, as_json)
-    display = Display.of(inv)
-
-    async def go() -> int:
-        async with inv.engine(db, create=False, absent=_no_schedule(name)) as eng:
-            await eng.schedules.delete(name)
-        if as_json:
-            stdout(dumps({"name": name, "deleted": True}))
-        else:
-            display.line(f"schedule {name} deleted (its runs stay)")
-        return 0
-
-    raise typer.Exit(run_async(inv, go))
+    _act(ctx, name, db, as_json, lambda eng: eng.schedules.delete(name),
+         lambda _: {"name": name, "deleted": True},
+         lambda _: f"schedule {name} deleted (its runs stay)")
 
 
 __all__ = ["schedule_app"]
