@@ -14,7 +14,15 @@ from typing import Any
 
 from lashflow.tools.clock import Clock, RealClock
 
-__all__ = ["Clock", "FakeClock", "RealClock", "run_tool"]
+__all__ = ["Clock", "FakeClock", "RealClock", "Replayer", "run_tool"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Replayer":  # loads the durable layer: only when asked for
+        from lashflow.testing.replayer import Replayer
+
+        return Replayer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class FakeClock:
