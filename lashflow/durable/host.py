@@ -31,12 +31,12 @@ from .tool_runner import PARKED, ToolRunner
 def stop(decision: Decision) -> NoReturn:
     """End the drive the way a decision that is no answer says."""
     if decision.action is MISMATCH:
-        raise ReplayMismatch(decision.message, step=decision.step, paths=decision.paths)
+        raise ReplayMismatch(decision.message, step=decision.step, paths=list(decision.paths))
     if decision.action is ATTENTION:
         raise NeedsAttention(decision.message, step=decision.step)
     if decision.action is FAIL:
         raise FailTurn(decision.message)
-    raise fx.Parked(decision.waits)
+    raise fx.Parked(list(decision.waits))
 
 
 class DurableHost:

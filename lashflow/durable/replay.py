@@ -15,9 +15,9 @@ its next effect or with its end (ADR 0009), so nothing observable happens while 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from shlex import quote
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..errors import JournalCorrupt
 from ..interp import effects as fx
@@ -51,10 +51,11 @@ class Decision:
     answer: Any = None
     attempt: int = 1
     record: StepRecord | None = None  # the recorded step it was decided on, if any
-    writes: list[StepRecord] = field(default_factory=list)
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    waits: list[Wait] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
+    # empty tuples by default: a replayed step (the common decision) allocates no lists
+    writes: Sequence[StepRecord] = ()
+    attempts: Sequence[AttemptRecord] = ()
+    waits: Sequence[Wait] = ()
+    paths: Sequence[str] = ()
     message: str = ""
 
 

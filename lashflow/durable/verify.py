@@ -22,7 +22,7 @@ hand, so a batch of runs is verified without an event loop turn per effect.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..errors import LashflowError, LimitExceeded, position_of
 from ..interp import effects as fx
@@ -108,7 +108,7 @@ class VerifyHost:
 
     # -- verdicts --------------------------------------------------------------------------
     def _verdict(self, verdict: str, reason: str, *, step: str | None = None,
-                 span: Any = None, paths: list[str] | None = None,
+                 span: Any = None, paths: Sequence[str] | None = None,
                  record: StepRecord | None = None) -> _Decided:
         line = column = None
         if span is not None:
@@ -119,7 +119,7 @@ class VerifyHost:
             where = self.locate(record.step_key)
             recorded_at = None if where is None else f"{where[0]}:{where[1]}"
         return _Decided(Verdict(self.run.run_id, self.run.process, self.run.status, verdict,
-                                reason, step, line, column, paths or [],
+                                reason, step, line, column, list(paths or ()),
                                 None if record is None else recorded_view(record), recorded_at))
 
     def _mismatch(self, decision: Decision, span: Any) -> _Decided:

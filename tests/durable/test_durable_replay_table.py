@@ -133,7 +133,7 @@ def test_every_state_against_every_effect(state: str, kind: str) -> None:
 
 def test_a_recorded_tool_answers_its_wrapper_and_runs_nothing() -> None:
     decision = decide(machine_for("tool", "done"), "tool")
-    assert (decision.action, decision.answer, decision.writes) == (R.REPLAY, {"ok": True, "value": 7}, [])
+    assert (decision.action, decision.answer, decision.writes) == (R.REPLAY, {"ok": True, "value": 7}, ())
 
 
 def test_a_changed_argument_names_the_json_path() -> None:
@@ -171,7 +171,7 @@ def test_a_sleep_writes_its_deadline_once_and_is_answered_when_due() -> None:
     assert parked.action == R.PARK and parked.waits[0].until == NOW + 10
     assert [w.status for w in parked.writes] == ["pending"]
     again = machine.sleep(EFFECTS["sleep"], NOW + 5)
-    assert again.action == R.PARK and again.writes == []  # nothing new to write
+    assert again.action == R.PARK and not again.writes  # nothing new to write
     due = machine.sleep(EFFECTS["sleep"], NOW + 10)
     assert due.action == R.REPLAY and [w.status for w in due.writes] == ["done"]
 
