@@ -33,13 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lashflow(store='sqlite'|'postgres', start=EPOCH_SECONDS, tools=[...], "
-        "modules=[...]): how lashflow_env is built for this test")
+        "modules=[...], max_timers=N): how lashflow_env is built for this test")
 
 
 def _options(request: pytest.FixtureRequest) -> dict[str, Any]:
     marker = request.node.get_closest_marker("lashflow")
     options = dict(marker.kwargs) if marker is not None else {}
-    unknown = set(options) - {"store", "start", "tools", "modules", "lease_ttl"}
+    unknown = set(options) - {"store", "start", "tools", "modules", "lease_ttl", "max_timers"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.lashflow: unknown option(s) "
                                 f"{', '.join(sorted(unknown))}")
@@ -54,7 +54,9 @@ def _env(db: str, options: dict[str, Any]) -> "WorkflowEnv":
 
 
 def _postgres_server(config: pytest.Config) -> str:
-    url = config.getoption("lashflow_postgres") or os.environ.get(POSTGRES_URL_VARIABLE)
+    # default: the plugin may be registered after the options were parsed (``-p`` in a
+    # conftest), and then it has no option of its own
+    url = config.getoption("lashflow_postgres", None) or os.environ.get(POSTGRES_URL_VARIABLE)
     if not url:
         pytest.skip(f"no PostgreSQL server: set ${POSTGRES_URL_VARIABLE} or --lashflow-postgres")
     return str(url)
