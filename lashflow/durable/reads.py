@@ -14,6 +14,7 @@ from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .journal import check_journal
+from .order import display_order
 from .outcome import (
     AttemptView, RunDetail, RunError, RunOutcome, RunPage, RunSummary, StepView, Wait,
 )
@@ -147,7 +148,7 @@ class Reads:
 
     def views(self, steps: list[StepRecord], attempts: list[AttemptRecord], *,
               in_flight: bool = True) -> list[StepView]:
-        """Journal rows as views. Unless the run is being driven right now (``in_flight``),
+        """Journal rows as views, in ``show``'s order (``display_order``). Unless the run is being driven right now (``in_flight``),
         an attempt still marked ``started`` was cut off by a crash: it reads
         ``interrupted``."""
         by_step: dict[str, list[AttemptView]] = {}
@@ -158,7 +159,8 @@ class Reads:
                 a.detail.get("usage")))
         return [StepView(s.step_key, s.kind, s.tool, s.status, by_step.get(s.step_key, []),
                          s.outcome, self.preview(s), s.detail.get("args"),
-                         s.detail.get("wake_at"), s.created_at, s.updated_at) for s in steps]
+                         s.detail.get("wake_at"), s.created_at, s.updated_at)
+                for s in display_order(steps)]
 
     def preview(self, step: StepRecord) -> str | None:
         """What the run history shows of a step, through the output budget."""

@@ -206,8 +206,9 @@ class CoreStore(Store):
         await self._write(programs.update_meta, run_id, edit)
 
     async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None]) -> bool:
-        return await self._write(programs.reopen_run, run_id, float(now), edit)
+                         edit: Callable[[dict[str, Any]], None], *,
+                         forget: Sequence[str] = ()) -> bool:
+        return await self._write(programs.reopen_run, run_id, float(now), edit, list(forget))
 
     # -- journal -----------------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:

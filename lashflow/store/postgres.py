@@ -463,6 +463,11 @@ class _Statements:
             "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
         await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
 
+    async def forget_completions(self, conn: asyncpg.Connection, run_id: str,
+                                 step_keys: list[str]) -> None:
+        await conn.execute("DELETE FROM lashflow_completions WHERE run_id = $1 AND "
+                           "step_key = ANY($2::text[])", run_id, step_keys)
+
     # -- completions and signals -------------------------------------------------------------
     async def completion(self, conn: asyncpg.Connection, run_id: str, step_key: str) -> Any:
         return await conn.fetchrow(f"SELECT {COMPLETION_COLUMNS} FROM lashflow_completions "

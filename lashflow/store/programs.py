@@ -172,8 +172,10 @@ def update_meta(run_id: str, edit: Callable[[dict[str, Any]], None]) -> Program[
     yield "set_meta", (run_id, dumps(meta))
 
 
-def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None]) -> Program[bool]:
-    """A stopped run whose lease is free goes back in the queue, cleared, its meta edited."""
+def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None],
+               forget: list[str]) -> Program[bool]:
+    """A stopped run whose lease is free goes back in the queue, cleared, its meta edited,
+    the completion rows of the steps in ``forget`` deleted (they will wait afresh)."""
     row = yield "reopen_candidate", (run_id,)
     if row is None:
         return False
@@ -184,6 +186,8 @@ def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None]) 
     meta = loads(meta_text) or {}
     edit(meta)
     yield "requeue", (run_id, now, dumps(meta))
+    if forget:
+        yield "forget_completions", (run_id, forget)
     return True
 
 
@@ -258,7 +262,7 @@ STATEMENTS = frozenset({
     "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
     "unsettled_leases", "claim_free", "lease_of", "claim_swap", "renew", "request_cancel",
-    "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue",
+    "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
 })

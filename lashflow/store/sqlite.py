@@ -370,6 +370,11 @@ class _Statements:
                      "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
                      (now, meta, run_id))
 
+    def forget_completions(self, conn: sqlite3.Connection, run_id: str,
+                           step_keys: list[str]) -> None:
+        conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?",
+                         [(run_id, key) for key in step_keys])
+
     # -- completions and signals -------------------------------------------------------------
     def completion(self, conn: sqlite3.Connection, run_id: str, step_key: str) -> Any:
         return conn.execute(f"SELECT {COMPLETION_COLUMNS} FROM completions WHERE run_id = ? "
