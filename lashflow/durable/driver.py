@@ -430,7 +430,10 @@ class Driver:
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
         await host.journal.flush_held()
         steps, attempts = await self.tools.cancel_pending(host.journal)
-        reason = drive.flags.cancel_reason or drive.run.meta.get("cancel_reason")
+        reason = drive.flags.cancel_reason
+        if reason is None:  # a cancel from another process wrote its reason after our claim
+            stored = await self.store.get_run(drive.run.run_id)
+            reason = (stored or drive.run).meta.get("cancel_reason")
         message = "lashlang process was cancelled" + (f": {reason}" if reason else "")
         change = RunChange("cancelled", error={"code": "cancelled", "message": message},
                            release_lease=True, updated_at=self.clock.now())

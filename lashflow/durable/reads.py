@@ -4,6 +4,8 @@ return and compute nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from shlex import quote
 from typing import Any, Iterable
 
 from .. import store as st
@@ -121,6 +123,7 @@ class Reads:
                 taken[step.tool] = taken.get(step.tool, 0) + 1
         pending = [{"name": name, "payload": payload} for name, ordinal, payload
                    in detail.signals if ordinal > taken.get(name, 0)]
+        summary.waiting = await self.current_waits(run_id, summary.waiting)
         return RunDetail(
             summary, run.input, run.result if run.status == "finished" else None, prints, steps,
             [self._summary(child, now) for child in detail.children], run.meta.get("file"),
@@ -179,8 +182,27 @@ class Reads:
     async def waiting(self) -> list[tuple[str, Wait]]:
         out = []
         for run in await self.store.list_runs("waiting"):
-            out.extend((run.run_id, Wait.from_json(w)) for w in run.waiting)
+            waits = await self.current_waits(run.run_id, [Wait.from_json(w) for w in run.waiting])
+            out.extend((run.run_id, wait) for wait in waits)
         return out
+
+    async def current_waits(self, run_id: str, waits: list[Wait]) -> list[Wait]:
+        """``waits`` with each completion wait whose key was answered since the run
+        parked marked ``resolved``, its command the one that resumes the run (the key's
+        own command would only be refused now)."""
+        open_steps: dict[str, set[str]] = {}
+        current = []
+        for wait in waits:
+            if wait.kind == "completion":
+                owner = wait.child_run_id or run_id
+                if owner not in open_steps:
+                    open_steps[owner] = {row["step_key"] for row in
+                                         await self.store.completion_open_waits(owner)}
+                if wait.step not in open_steps[owner]:
+                    wait = replace(wait, state="resolved",
+                                   resolve=f"lashflow resume {quote(run_id)}")
+            current.append(wait)
+        return current
 
 
 __all__ = ["Reads"]

@@ -246,3 +246,55 @@ async def test_fork_set_takes_the_row_numbers_show_prints(tmp_path: Path) -> Non
             await engine.fork("orig", "2", set={"3": 1})
         assert info.value.code == "unknown_step"
         assert "1 (" in info.value.message and "2 (" in info.value.message
+
+
+HANG: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def hang() -> int:
+    HANG["started"].set()
+    await asyncio.Event().wait()  # until the cancel reaches the call
+    return 1
+
+
+async def test_a_cancel_reason_reaches_a_run_driven_by_another_engine(tmp_path: Path) -> None:
+    HANG["started"] = asyncio.Event()
+    source = 'process p() {\n  a = await tools.hang({})?\n  finish a\n}'
+    async with Engine(db=db(tmp_path), tools=[hang]) as driver, \
+            Engine(db=db(tmp_path), tools=[hang]) as operator:
+        driving = asyncio.create_task(driver.run(source, run_id="busy"))
+        await HANG["started"].wait()
+        assert await operator.cancel("busy", reason="wrong customer") is RunStatus.RUNNING
+        stopped = await driving
+        assert stopped.status is RunStatus.CANCELLED
+        assert stopped.error is not None and "wrong customer" in stopped.error.message
+        again = await operator.get("busy")
+        assert again.error is not None and "wrong customer" in again.error.message
+
+
+async def test_a_key_answered_without_resume_is_no_longer_shown_open(tmp_path: Path) -> None:
+    source = 'process p() {\n  a = await tools.ask_human({})?\n  finish a\n}'
+    async with Engine(db=db(tmp_path), tools=[ask_human]) as engine:
+        key = (await engine.run(source, run_id="k")).waiting[0].key
+        [(_, before)] = await engine.waiting()
+        assert before.state is None and before.resolve.startswith(f"lashflow complete {key}")
+        assert await engine.complete(key, {"yes": 1}, resume=False) is RunStatus.WAITING
+        [(run_id, after)] = await engine.waiting()
+        assert (run_id, after.state, after.resolve) == ("k", "resolved", "lashflow resume k")
+        [shown] = (await engine.run_detail("k")).summary.waiting
+        assert shown.state == "resolved" and shown.to_json()["state"] == "resolved"
+        assert (await engine.resume("k")).result == {"yes": 1}
+
+
+async def test_the_same_answer_twice_is_a_duplicate_not_an_error(tmp_path: Path) -> None:
+    source = 'process p() {\n  a = await tools.ask_human({})?\n  finish a\n}'
+    async with Engine(db=db(tmp_path), tools=[ask_human]) as engine:
+        key = (await engine.run(source, run_id="d")).waiting[0].key
+        first = await engine.deliver(key, ToolResult.ok({"yes": 1}), resume=False)
+        again = await engine.deliver(key, ToolResult.ok({"yes": 1}), resume=True)
+        assert (first.duplicate, again.duplicate) == (False, True)
+        assert again.status is RunStatus.FINISHED  # the repeat still drives the run on
+        with pytest.raises(LashflowError) as info:
+            await engine.deliver(key, ToolResult.ok({"yes": 2}))
+        assert info.value.code == "completion_already_resolved"
