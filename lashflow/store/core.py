@@ -117,7 +117,8 @@ class CoreStore(Store):
     # -- identity --------------------------------------------------------------------------
     async def secret(self) -> bytes:
         if self._secret is None:
-            self._secret = await self._read(one, "secret", scan=True)
+            self._secret = programs.secret_of(await self._read(one, "secret", scan=True),
+                                              self.backend.label)
         return self._secret
 
     async def setting(self, name: str) -> str | None:
