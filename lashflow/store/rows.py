@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import JournalCorrupt
+from ..errors import InputInvalid, JournalCorrupt
 from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
 
 # The columns a journal read selects, in this order, joined with the step's blob:
@@ -42,16 +42,24 @@ RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, 
 
 
 # One encoder for every row: ``json.dumps`` with options builds a new one per call,
-# which a 1,000-member fan-out's commit would pay 2,000 times.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# which a 1,000-member fan-out's commit would pay 2,000 times. NaN and Infinity are not
+# JSON: every door refuses them, and this refuses to write one that got past them.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_DECODER = json.JSONDecoder(parse_constant=lambda name: None)
 
 
 def dumps(value: Any) -> str:
-    return _ENCODER.encode(value)
+    try:
+        return _ENCODER.encode(value)
+    except ValueError as exc:  # a NaN or an infinity: nothing is written
+        raise InputInvalid(f"a value to store is not JSON ({exc}); nothing was written",
+                           path="$") from None
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """A stored JSON text. A NaN or Infinity written by an older version reads as null,
+    so the row stays readable (and every answer made from it valid JSON)."""
+    return None if text is None else _DECODER.decode(text)
 
 
 def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:
