@@ -1,0 +1,23 @@
+"""Fixtures of the plugin's tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from plugin_support import FLOW, TOOLS
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Load here, once, every module a run uses: ``runpytest`` (in process) forgets the
+    modules first imported during it, and a second run would import lashflow's classes
+    anew, which the modules kept from before would not recognise."""
+    from lashflow.testing import WorkflowEnv, assert_finished
+
+    folder = tmp_path_factory.mktemp("warm")
+    (folder / "order.lash").write_text(FLOW)
+    (folder / "order.py").write_text(TOOLS)
+    with WorkflowEnv(str(folder / "warm.db")) as env:
+        run = env.run(folder / "order.lash", {"id": "warm"})
+        env.complete(run, "tools.approve", True)
+        assert_finished(run)
