@@ -54,7 +54,9 @@ def _env(db: str, options: dict[str, Any]) -> "WorkflowEnv":
 
 
 def _postgres_server(config: pytest.Config) -> str:
-    url = config.getoption("lashflow_postgres") or os.environ.get(POSTGRES_URL_VARIABLE)
+    # default: the plugin may be registered after the options were parsed (``-p`` in a
+    # conftest), and then it has no option of its own
+    url = config.getoption("lashflow_postgres", None) or os.environ.get(POSTGRES_URL_VARIABLE)
     if not url:
         pytest.skip(f"no PostgreSQL server: set ${POSTGRES_URL_VARIABLE} or --lashflow-postgres")
     return str(url)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from plugin_support import FLOW, TOOLS
+from plugin_support import ENTRY_POINT, FLOW, TOOLS
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not ENTRY_POINT and not config.pluginmanager.has_plugin("lashflow"):
+        config.pluginmanager.import_plugin("lashflow.testing.plugin")
 
 
 @pytest.fixture(scope="module")
