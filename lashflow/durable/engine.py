@@ -3,7 +3,8 @@
 A thin facade. The work is done by the parts it wires together (see docs/architecture.md):
 ``Programs`` (compile cache), ``ToolRunner`` (tools, dispatch, completion keys),
 ``Driver`` (claim -> replay -> settle), ``Children``, ``Commands`` (complete, signal,
-cancel), ``Worker`` (the worker loop) and ``Reads`` (what the engine tells about runs).
+cancel), ``Worker`` (the worker loop), ``Reads`` (what the engine tells about runs),
+``settle`` (drive until settled) and ``check_file`` (check a file, run nothing).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..store.leases import new_owner_id
 from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
 from .canonical import digest
+from .checking import FileCheck, check_file
 from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
@@ -30,6 +32,7 @@ from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
+from .settle import settle
 from .tool_runner import ToolRunner
 from .worker import Worker
 
@@ -243,6 +246,23 @@ class Engine:
         recorded steps it would retire, in ``show``'s order."""
         again = await self.operator.reopen_for_retry(run_id, from_step, dry_run=True)
         return self.reads.views(again, [])
+
+    async def settle(self, outcome: RunOutcome, *, max_wait: float = 30.0,
+                     follow: bool = False) -> RunOutcome:
+        """Drive ``outcome``'s run on (and the child runs it waits on) through sleeps that
+        end within ``max_wait`` seconds and, with ``follow``, through any wait until it is
+        resolved from elsewhere; a run another live worker holds is left to it. Progress
+        is told to the listeners as ``phase`` events."""
+        return await settle(self, outcome, max_wait, follow)
+
+    @staticmethod
+    def check_file(path: str | os.PathLike[str], modules: Iterable[str] = ()) -> FileCheck:
+        """Parse and link a ``.lash`` file against the tools it would run with (``modules``,
+        the project's configured ones, the ``.py`` beside it); runs nothing, opens no
+        database."""
+        from pathlib import Path
+
+        return check_file(Path(path), modules)
 
     async def drive_soon(self, run_id: str) -> None:
         """Drive a run in the background here (what a worker would do next, at once); a

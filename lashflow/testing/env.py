@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the same timestamps in every test run
-MAX_SKIPS = 100_000  # timers one command moves through before it calls the run endless
+MAX_SKIPS = 1_000  # timers one command moves through before it calls the run endless
 _UNSET: Any = object()
 _TIMERS = frozenset({"sleep", "child"})  # waits that time alone resolves (a child's own
 # waits are listed beside its ``child`` wait, so a child parked on anything else blocks)
@@ -124,12 +124,14 @@ class WorkflowEnv:
     """A test's workflow environment (the ``lashflow_env`` fixture). ``db``: a SQLite
     path or a database URL. ``tools``/``modules``: tools loaded for every run (a
     ``.lash`` file's ``.py`` beside it is loaded anyway). ``start``: the simulated
-    moment the test begins (epoch seconds)."""
+    moment the test begins (epoch seconds). ``max_timers``: timers one command moves
+    through before it calls the run endless."""
 
     def __init__(self, db: str, *, tools: Iterable[Any] = (), modules: Iterable[str] = (),
                  start: float = START, limits: "Limits | None" = None,
-                 lease_ttl: float = 30.0) -> None:
+                 lease_ttl: float = 30.0, max_timers: int = MAX_SKIPS) -> None:
         self.db = db
+        self.max_timers = max_timers
         self.clock = SkippingClock(start, busy=self._writing)
         self.started_at = start
         self.limits = limits
@@ -326,7 +328,8 @@ class WorkflowEnv:
         """Drive the run on through the timers it waits on alone, jumping the clock."""
         from lashflow.errors import RunBusy
 
-        for _ in range(MAX_SKIPS):
+        last = None
+        for _ in range(self.max_timers):
             status, waits = await _state(engine, run_id)
             if status in ("running", "queued"):  # a follow-up drive under way here
                 try:
@@ -337,11 +340,12 @@ class WorkflowEnv:
             if status != "waiting":
                 return
             timers = [w.until for w in waits if w.until is not None]
-            if not timers or any(w.kind not in _TIMERS for w in waits):
-                return
-            self.clock.advance_to(min(timers))
+            if not timers or any(w.kind not in _TIMERS for w in waits) or min(timers) == last:
+                return  # (the same moment twice: driving it moved nothing, do not spin)
+            last = min(timers)
+            self.clock.advance_to(last)
             await self._drive_due(engine)
-        raise EnvError(f"run {run_id} was still sleeping after {MAX_SKIPS} timers")
+        raise EnvError(f"run {run_id} was still sleeping after {self.max_timers} timers")
 
     async def _drive_due(self, engine: "Engine") -> None:
         """Drive every run due now (timers, deadlines, taken-over leases) and the drives
@@ -446,14 +450,16 @@ class WorkflowEnv:
         return skipped or 0.0
 
     async def _pass_until(self, engine: "Engine", target: float) -> None:
-        for _ in range(MAX_SKIPS):
+        last = None
+        for _ in range(self.max_timers):
             due = await self._next_due(engine)
-            if due is None or due > target:
-                break
+            if due is None or due > target or due == last:
+                break  # (the same moment twice: driving it moved nothing, do not spin)
+            last = due
             self.clock.advance_to(max(due, self.clock.now()))
             await self._drive_due(engine)
         else:
-            raise EnvError(f"more than {MAX_SKIPS} timers fell due while time advanced")
+            raise EnvError(f"more than {self.max_timers} timers fell due while time advanced")
         self.clock.advance_to(target)
         await self._drive_due(engine)
 

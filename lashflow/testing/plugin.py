@@ -33,13 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "lashflow(store='sqlite'|'postgres', start=EPOCH_SECONDS, tools=[...], "
-        "modules=[...]): how lashflow_env is built for this test")
+        "modules=[...], max_timers=N): how lashflow_env is built for this test")
 
 
 def _options(request: pytest.FixtureRequest) -> dict[str, Any]:
     marker = request.node.get_closest_marker("lashflow")
     options = dict(marker.kwargs) if marker is not None else {}
-    unknown = set(options) - {"store", "start", "tools", "modules", "lease_ttl"}
+    unknown = set(options) - {"store", "start", "tools", "modules", "lease_ttl", "max_timers"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.lashflow: unknown option(s) "
                                 f"{', '.join(sorted(unknown))}")

@@ -111,8 +111,8 @@ def test_gc_from_the_cli(lf: Any, tmp_path: Path) -> None:
 
 def test_show_lists_signals_delivered_but_not_taken_yet(lfx: Any, tmp_path: Path) -> None:
     flow = tmp_path / "gate.lash"
-    flow.write_text('process gate() {\n  go = wait_signal("go")\n  d = wait_signal("decision")\n'
-                    '  sleep for "1h"\n  finish d\n}\n')  # decisions arrive while it waits on go
+    flow.write_text('process gate() {\n  wait_signal("go")\n  d = wait_signal("decision")\n'
+                    '  sleep for "1h"\n  finish d\n}\n')  # parked on "go" until we say so
     parked = lfx("run", flow, "--run-id", "g", "--max-wait", "0", "--json")
     assert parked.code == 3
     assert lfx("show", "g", "--json").json.get("pending_signals") is None
@@ -123,6 +123,7 @@ def test_show_lists_signals_delivered_but_not_taken_yet(lfx: Any, tmp_path: Path
     assert shown.out.count("signal not taken yet: decision") == 2
     assert lfx("show", "g", "--json").json["pending_signals"] == [
         {"name": "decision", "payload": "yes"}, {"name": "decision", "payload": "no"}]
-    assert lfx("signal", "g", "go", "--max-wait", "0").code == 0  # took "yes", sleeps an hour
+    assert lfx("signal", "g", "go", "--max-wait", "0").code == 0  # takes "yes", sleeps an hour
+    assert lfx("resume", "g", "--max-wait", "0").code == 3
     assert lfx("show", "g", "--json").json["pending_signals"] == [
         {"name": "decision", "payload": "no"}]

@@ -16,7 +16,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Load here, once, every module a run uses: ``runpytest`` (in process) forgets the
     modules first imported during it, and a second run would import lashflow's classes
-    anew, which the modules kept from before would not recognise."""
+    anew, which the modules kept from before would not recognise (and asyncpg's C
+    extensions, loaded twice, crash the process)."""
+    import asyncpg  # noqa: F401
+
+    import lashflow.store.postgres  # noqa: F401
+    import lashflow.testing.schemas  # noqa: F401
     from lashflow.testing import WorkflowEnv, assert_finished
 
     folder = tmp_path_factory.mktemp("warm")

@@ -271,3 +271,35 @@ def test_the_benchmarked_month_does_what_it_says(tmp_path: Path) -> None:
     assert facts["status"] == "finished"
     assert facts["steps"] >= 100 and facts["simulated"] >= timedelta(days=30)
     assert facts["sleeps"] == 40 and facts["retried"] == 6 and facts["expired"] == 1
+
+
+async def test_the_same_api_in_an_async_test(lashflow_env) -> None:
+    run = lashflow_env.run(FULFILL, ORDER)
+    lashflow_env.complete(run, "tools.request_approval", {"approved": True})
+    assert_finished(run)
+
+
+def test_a_crash_on_postgresql(tmp_path: Path) -> None:
+    from pg_support import postgres_base_url
+
+    from lashflow.testing import WorkflowEnv
+    from lashflow.testing.schemas import fresh_schema
+
+    with fresh_schema(postgres_base_url()) as url, WorkflowEnv(url) as env:
+        env.mock("tools.charge", returns={"charged": True}, idempotent=False)
+        env.crash_after("tools.charge")
+        run = env.run(FULFILL, ORDER)
+        env.complete(run, "tools.request_approval", {"approved": True})
+        assert env.crashed and run.status == "running"
+        env.resume(run)
+        assert_status(run, "needs_attention")
+        assert_called(env, "tools.charge", times=1)
+
+
+@pytest.mark.lashflow(max_timers=25)
+def test_a_run_that_sleeps_forever_is_stopped_with_a_clear_error(lashflow_env) -> None:
+    source = 'process forever() {\n  for i in range(1000000) {\n    sleep for "1h"\n  }\n}'
+    with pytest.raises(AssertionError) as caught:
+        lashflow_env.run(source)
+    assert str(caught.value) == "run run-1 was still sleeping after 25 timers"
+    assert lashflow_env.elapsed == timedelta(hours=25)
