@@ -142,7 +142,8 @@ def test_the_replay_machine_and_the_verifier_decide_without_io() -> None:
         assert not any(m.startswith(("lashflow.store.", "lashflow.tools.", "lashflow.durable."))
                        and m not in ("lashflow.store.base", "lashflow.tools.outcome",
                                      "lashflow.durable.replay", "lashflow.durable.canonical",
-                                     "lashflow.durable.outcome", "lashflow.durable.programs")
+                                     "lashflow.durable.outcome", "lashflow.durable.programs",
+                                     "lashflow.durable.order")
                        for m in inside), (name, sorted(inside))
         assert not {"lashflow.store", "lashflow.tools"} & inside, name
 

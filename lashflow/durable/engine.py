@@ -234,16 +234,24 @@ class Engine:
         return outcome
 
     async def retry(self, run_id: str, source: str | os.PathLike[str] | None = None, *,
-                    wait: bool = True) -> RunOutcome:
-        """Continue a failed, cancelled or needs_attention run: recorded successes replay,
-        the first step that did not succeed and every step after it run again (under the
-        stored source, or an edited ``source``). The old attempts stay in the journal.
-        ``wait=False``: queue it, drive it in the background and answer at once."""
-        await self.operator.reopen_for_retry(run_id)
+                    wait: bool = True, from_step: str | None = None) -> RunOutcome:
+        """Continue a failed, cancelled or needs_attention run: the steps before the one
+        that made it stop replay, that step and every step after it run again (under the
+        stored source, or an edited ``source``); ``from_step`` (a step key or the row
+        number ``show`` prints) restarts at another step. A retried step that waits on a
+        completion waits afresh. The old attempts stay in the journal. ``wait=False``:
+        queue it, drive it in the background and answer at once."""
+        await self.operator.reopen_for_retry(run_id, from_step)
         if not wait:
             await self.drive_soon(run_id)
             return await self.reads.get(run_id)
         return await self.resume(run_id, source)
+
+    async def retry_plan(self, run_id: str, from_step: str | None = None) -> list[StepView]:
+        """What ``retry`` would run again (``retry --dry-run``), changing nothing: the
+        recorded steps it would retire, in ``show``'s order."""
+        again = await self.operator.reopen_for_retry(run_id, from_step, dry_run=True)
+        return self.reads.views(again, [])
 
     async def settle(self, outcome: RunOutcome, *, max_wait: float = 30.0,
                      follow: bool = False) -> RunOutcome:

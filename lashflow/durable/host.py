@@ -39,6 +39,9 @@ def stop(decision: Decision) -> NoReturn:
     raise fx.Parked(list(decision.waits))
 
 
+PRINTS_PER_WRITE = 1000
+
+
 class DurableHost:
     """Performs one run's effects against its journal. One instance per drive."""
 
@@ -57,6 +60,7 @@ class DurableHost:
         self.prints = Prints(tools.project)
         self.effects = 0
         self.observed_bytes = 0
+        self.held_prints = 0  # prints held for the run's next write (see _observe)
         if flags.cancel_requested:
             flags.cancel_signal.set()
 
@@ -90,7 +94,9 @@ class DurableHost:
         kind = type(effect)
         if kind is fx.Finish or kind is fx.Fail:  # the end of the run, not an effect to count
             return effect.value  # type: ignore[union-attr]
-        await self.journal.flush_held()  # the last batch's outcomes are durable before this
+        if kind is not fx.Observe or effect.kind != "print":  # type: ignore[union-attr]
+            await self.journal.flush_held()  # what is held is durable before this effect
+            self.held_prints = 0
         self.effects += 1
         limit = self.limits.max_effects
         if self.effects > limit:
@@ -206,9 +212,21 @@ class DurableHost:
             self.prints.add(effect.text)
         if not self._fresh(effect.step, effect.kind):
             return None
-        await self.journal.commit([self.machine.new_step(
-            effect.step, effect.kind, None, None, "done",
-            {"value": to_json(effect.value), "text": effect.text}, self.clock.now())])
+        record = self.machine.new_step(effect.step, effect.kind, None, None, "done",
+                                       {"value": to_json(effect.value), "text": effect.text},
+                                       self.clock.now())
+        if effect.kind != "print":
+            await self.journal.commit([record])
+            return None
+        # A print changes nothing outside the run and replays the same text, so it rides
+        # with the run's next write (ADR 0009), in groups of at most PRINTS_PER_WRITE: a
+        # loop of prints costs a write per group, not one each (a crash before the write
+        # only makes the replay print them again).
+        self.machine.hold([record], [])
+        self.held_prints += 1
+        if self.held_prints >= PRINTS_PER_WRITE:
+            await self.journal.flush_held()
+            self.held_prints = 0
         return None
 
     # -- time and signals ----------------------------------------------------------------
