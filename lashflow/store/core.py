@@ -108,7 +108,8 @@ class CoreStore(Store):
         await backend.open(self.create and not self.readonly, schema)
         try:
             if schema is None:
-                version = await self._read(one, "schema_version", scan=True)
+                version = programs.schema_version_of(
+                    await self._read(one, "schema_version", scan=True), backend.label)
                 if version != programs.SCHEMA_VERSION:
                     raise DbError(f"database {backend.label} has schema version {version}, "
                                   f"this lashflow reads {programs.SCHEMA_VERSION}: open it once "
