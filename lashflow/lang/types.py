@@ -234,6 +234,12 @@ class Mismatch(Exception):
 
 def check_assignable(actual: SType, expected: SType) -> None:
     """Raise ``Mismatch`` if a value of ``actual`` type cannot be used as ``expected``."""
+    if expected == DICT and not is_gradual(actual):
+        # `dict` takes any object, but nothing else: a number, text, list or null is refused
+        members = actual.members if isinstance(actual, UnionT) else (actual,)
+        if all(isinstance(m, Obj) for m in members):
+            return
+        raise Mismatch()
     if is_gradual(actual) or is_gradual(expected):
         return
     if isinstance(expected, UnionT):
