@@ -153,12 +153,8 @@ class Linker:
             return T.ListT(self.type_of(t.item))
         if isinstance(t, A.TypeObject):
             return T.Obj(tuple(T.Field(f.name, self.type_of(f.type), f.optional) for f in t.fields))
-        if isinstance(t, A.TypeUnion):
-            members: list[T.SType] = []
-            for m in t.members:
-                st = self.type_of(m)
-                if st not in members:
-                    members.append(st)
+        if isinstance(t, A.TypeUnion):  # members as written: a repeated one is shown twice
+            members = [self.type_of(m) for m in t.members]
             return members[0] if len(members) == 1 else T.UnionT(tuple(members))
         if isinstance(t, A.TypeProcess):
             return T.ProcessT(self.type_of(t.input), self.type_of(t.output))
@@ -187,14 +183,23 @@ class Linker:
         env: Env = {name: t for name, t in self.params[decl.name]}
         self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
         self.finishes = []
-        self.entry(decl, decl.body.body, env)
         expected = self.outputs.get(decl.name)
+        if expected is not None and not _has_finish(decl.body.body):
+            self.check_output(decl, expected, ends=True)  # null, known before the body
+        self.entry(decl, decl.body.body, env)
         if expected is not None:
             self.check_output(decl, expected, ends=self.reachable)
 
     def check_output(self, decl: A.ProcessDecl, expected: T.SType, ends: bool) -> None:
         """What a run of the process can finish with (each reachable ``finish``, and null
         if the body can end without one) must fit the declared output type."""
+        for value in self.finishes:  # a literal that fits no member is reported as such
+            if isinstance(value, T.StrLit):
+                try:
+                    T.check_assignable(value, expected)
+                except T.Mismatch as exc:
+                    if exc.message:
+                        raise self.fail(exc.message, decl) from None
         members: list[T.SType] = []
         for t in [*self.finishes, *([T.NULL] if ends or not self.finishes else [])]:
             for m in (t.members if isinstance(t, T.UnionT) else (T.widen(t),)):
@@ -237,6 +242,9 @@ class Linker:
                 env[s.name] = T.widen(value)
             else:
                 self.assign_path(s, env)
+                if (len(s.steps) == 1 and isinstance(s.steps[0], A.IndexStep)
+                        and isinstance(env.get(s.name), T.ListT)):
+                    env[s.name] = T.ListT(T.widen(value))  # its items now hold what was stored
         elif isinstance(s, A.ExprStmt):
             self.expr(s.expr, env)
         elif isinstance(s, A.ValueStmt):
@@ -589,6 +597,23 @@ class Linker:
             else:
                 self.expr(clause.cond, inner)
         return T.ListT(T.widen(self.expr(e.element, inner)))
+
+
+def _has_finish(body: list[A.Stmt]) -> bool:
+    """Whether any statement of ``body``, at any depth, is a ``finish``."""
+    for s in body:
+        if isinstance(s, A.ValueStmt) and s.kind == "finish":
+            return True
+        if isinstance(s, (A.For, A.While)) and _has_finish(s.body.body):
+            return True
+        while isinstance(s, A.If):
+            if _has_finish(s.then.body):
+                return True
+            other = s.otherwise
+            if isinstance(other, A.Block):
+                return _has_finish(other.body)
+            s = other
+    return False
 
 
 def _assigned_in(body: list[A.Stmt]) -> set[str]:
