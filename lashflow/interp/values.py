@@ -199,6 +199,8 @@ def float_text(x: float) -> str:
         return "inf" if x > 0 else "-inf"
     if x == 0.0:
         return "-0" if math.copysign(1.0, x) < 0 else "0"
+    if x.is_integer() and -1e16 < x < 1e16:  # the common case, and exact: no rounding
+        return str(int(x))
     digits = _shortest(x)
     text = format(digits, "f")
     if "." in text:
