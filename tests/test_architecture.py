@@ -129,30 +129,77 @@ def test_the_interpreter_imports_neither_asyncio_nor_the_store_nor_the_durable_l
     assert out.stdout.strip() == "[]", out.stdout
 
 
-def test_lower_layers_never_import_higher_ones() -> None:
+# Every module of the package belongs to one layer; each layer may import only the layers
+# named here (and itself). The foundation (errors, run states, JSON values) is reached by
+# all; lang, interp and schedules are pure; tools and store know nothing of the language;
+# the durable layer wires them; telemetry is reached by the tool layer's spans and names the
+# store's stats type only; the presentation layers (editor tooling, HTTP, CLI) sit on
+# top, and the CLI, one package, is the top: nothing but ``python -m lashflow`` imports it.
+BASE = {"lashflow", "lashflow.errors", "lashflow.states", "lashflow.json_kinds",
+        "lashflow.json_input"}
+LAYERS: dict[str, set[str]] = {
+    "lashflow.errors": set(),
+    "lashflow.states": set(),
+    "lashflow.json_kinds": {"lashflow.errors"},
+    "lashflow.json_input": {"lashflow.errors", "lashflow.json_kinds"},
+    "lashflow.lang": BASE,
+    "lashflow.interp": BASE | {"lashflow.lang"},
+    "lashflow.telemetry": BASE | {"lashflow.store"},
+    "lashflow.tools": BASE | {"lashflow.telemetry"},
+    "lashflow.store": BASE,
+    "lashflow.schedules": BASE,
+    "lashflow.durable": BASE | {"lashflow.lang", "lashflow.interp", "lashflow.tools",
+                                "lashflow.store", "lashflow.telemetry", "lashflow.schedules"},
+    # the pytest plugin and test helpers: over the engine, as an application's tests are
+    "lashflow.testing": BASE | {"lashflow.lang", "lashflow.interp", "lashflow.tools",
+                                "lashflow.store", "lashflow.durable", "lashflow.telemetry",
+                                "lashflow.schedules"},
+    "lashflow.lexer": set(),
+    "lashflow.fmt": BASE | {"lashflow.lang"},
+    "lashflow.lsp": BASE | {"lashflow.lang", "lashflow.tools"},
+    "lashflow.http": BASE | {"lashflow.lang", "lashflow.tools", "lashflow.store",
+                             "lashflow.durable", "lashflow.telemetry", "lashflow.schedules"},
+    "lashflow.cli": BASE | {"lashflow.lang", "lashflow.tools", "lashflow.store",
+                            "lashflow.durable", "lashflow.telemetry", "lashflow.schedules",
+                            "lashflow.fmt", "lashflow.lsp", "lashflow.http"},
+    "lashflow.__main__": {"lashflow.cli"},
+    "lashflow": set(),  # the package's own __init__: names resolved lazily, imports nothing
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The longest layer name that is ``module`` or a package above it (``lashflow``
+    itself names only the package's ``__init__``)."""
+    found = [lay for lay in LAYERS
+             if module == lay or (lay != "lashflow" and module.startswith(lay + "."))]
+    return max(found, key=len) if found else None
+
+
+def test_every_module_imports_only_the_layers_below_it() -> None:
     edges = graph()
-    order = ["lashflow.lang", "lashflow.interp", "lashflow.telemetry", "lashflow.tools",
-             "lashflow.store", "lashflow.durable", "lashflow.cli"]
-    allowed = {  # the layers each may reach (lang and interp are pure; tools and store
-        # know nothing of the language; the durable layer wires them all; telemetry is
-        # reached by the tool layer's spans and names the store's stats type only)
-        "lashflow.lang": set(),
-        "lashflow.interp": {"lashflow.lang"},
-        "lashflow.telemetry": {"lashflow.store"},
-        "lashflow.tools": {"lashflow.telemetry"},
-        "lashflow.store": set(),
-        "lashflow.durable": {"lashflow.lang", "lashflow.interp", "lashflow.tools",
-                             "lashflow.store", "lashflow.telemetry"},
-    }
+    assert {"lashflow.cli", "lashflow.http.app", "lashflow.lang.graph",
+            "lashflow.testing"} <= set(edges)
     for name, targets in edges.items():
-        layer = next((lay for lay in order if name == lay or name.startswith(lay + ".")), None)
-        if layer is None or layer not in allowed:
-            continue
+        layer = layer_of(name)
+        assert layer is not None, f"{name} belongs to no layer of LAYERS"
         for target in targets:
-            other = next((lay for lay in order if target == lay or target.startswith(lay + ".")),
-                         None)
-            if other is not None and other != layer:
-                assert other in allowed[layer], f"{name} imports {target}"
+            other = layer_of(target)
+            assert other == layer or other in LAYERS[layer], f"{name} imports {target}"
+
+
+def test_the_cli_is_one_package_on_top() -> None:
+    edges = graph()
+    assert not [name for name in edges if name.startswith("lashflow.cli_")]
+    assert (PACKAGE / "cli" / "__init__.py").is_file()
+    for name, targets in edges.items():
+        if layer_of(name) not in ("lashflow.cli", "lashflow.__main__"):
+            assert not any(layer_of(t) == "lashflow.cli" for t in targets), name
+
+
+def test_the_layer_check_finds_a_wrong_import() -> None:
+    assert "lashflow.cli" not in LAYERS["lashflow.http"]
+    assert layer_of("lashflow.lang.graph") == "lashflow.lang"
+    assert layer_of("lashflow.lashflow_extra") is None
 
 
 EDITOR_LAYER = ("lashflow.lsp", "lashflow.fmt", "lashflow.lexer")

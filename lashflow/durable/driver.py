@@ -33,6 +33,7 @@ from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCance
 from .events import Events
 from .host import DurableHost
 from .journal import DriveFlags, RunJournal, check_journal
+from .order import check_sequence
 from .outcome import RunOutcome, Wait
 from .ports import Family
 from .programs import Compiled, Programs, source_digest
@@ -330,6 +331,7 @@ class Driver:
             if not fresh:  # a run created a moment ago under our lease has no journal yet
                 steps, attempts = await self.store.load_journal(run.run_id)
                 check_journal(run.run_id, steps)
+                check_sequence(run.run_id, steps, run.meta)
         except JournalCorrupt as exc:
             if not drive.flags.cancel_requested:
                 return await self._journal_corrupt(drive, exc)
@@ -430,7 +432,10 @@ class Driver:
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
         await host.journal.flush_held()
         steps, attempts = await self.tools.cancel_pending(host.journal)
-        reason = drive.flags.cancel_reason or drive.run.meta.get("cancel_reason")
+        reason = drive.flags.cancel_reason
+        if reason is None:  # a cancel from another process wrote its reason after our claim
+            stored = await self.store.get_run(drive.run.run_id)
+            reason = (stored or drive.run).meta.get("cancel_reason")
         message = "lashlang process was cancelled" + (f": {reason}" if reason else "")
         change = RunChange("cancelled", error={"code": "cancelled", "message": message},
                            release_lease=True, updated_at=self.clock.now())

@@ -3,7 +3,8 @@
 A thin facade. The work is done by the parts it wires together (see docs/architecture.md):
 ``Programs`` (compile cache), ``ToolRunner`` (tools, dispatch, completion keys),
 ``Driver`` (claim -> replay -> settle), ``Children``, ``Commands`` (complete, signal,
-cancel), ``Worker`` (the worker loop) and ``Reads`` (what the engine tells about runs).
+cancel), ``Worker`` (the worker loop), ``Reads`` (what the engine tells about runs),
+``settle`` (drive until settled) and ``check_file`` (check a file, run nothing).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from ..errors import InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
-from ..store import RunRecord, open_store
+from ..store import RunRecord, Store, open_store
 from ..store.leases import new_owner_id
 from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
 from .canonical import digest
+from .checking import FileCheck, check_file
 from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
@@ -30,6 +32,7 @@ from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, entry_of
 from .reads import Reads
+from .settle import settle
 from .tool_runner import ToolRunner
 from .worker import Worker
 
@@ -56,7 +59,9 @@ class Engine:
     ``lashflow.testing.FakeClock`` in tests. ``concurrency``: runs driven at once here
     (a parked run does not count). ``limits``: what one run may use (``Limits``).
     ``create=False``: where there is no database yet, opening raises ``NoDatabase`` and
-    makes none (for tools that only read). ``telemetry``: None finds OpenTelemetry
+    makes none (for tools that only read). ``store``: a ``Store`` built by the caller
+    instead of one opened from ``db`` (``lashflow.testing`` wraps one to simulate a
+    crash). ``telemetry``: None finds OpenTelemetry
     providers the application installed before the engine opens (``Telemetry.detect``),
     True also counts for ``/metrics``, False reports nothing, or a ``Telemetry``."""
 
@@ -64,13 +69,13 @@ class Engine:
                  plugins: Any = None, model_provider: Any = None, clock: Clock | None = None, *,
                  concurrency: int = 64, limits: Limits | None = None,
                  lease_ttl: float = LEASE_TTL, create: bool = True,
-                 telemetry: Telemetry | bool | None = None) -> None:
+                 telemetry: Telemetry | bool | None = None, store: Store | None = None) -> None:
         self.db = db
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
         self.limits = limits or Limits()
         self.owner = new_owner_id()
-        self.store = open_store(db, create=create)
+        self.store = store if store is not None else open_store(db, create=create)
         self.events = Events()
         self.plugins = plugins
         self._initial_tools = list(tools)
@@ -223,16 +228,41 @@ class Engine:
         return outcome
 
     async def retry(self, run_id: str, source: str | os.PathLike[str] | None = None, *,
-                    wait: bool = True) -> RunOutcome:
-        """Continue a failed, cancelled or needs_attention run: recorded successes replay,
-        the first step that did not succeed and every step after it run again (under the
-        stored source, or an edited ``source``). The old attempts stay in the journal.
-        ``wait=False``: queue it, drive it in the background and answer at once."""
-        await self.operator.reopen_for_retry(run_id)
+                    wait: bool = True, from_step: str | None = None) -> RunOutcome:
+        """Continue a failed, cancelled or needs_attention run: the steps before the one
+        that made it stop replay, that step and every step after it run again (under the
+        stored source, or an edited ``source``); ``from_step`` (a step key or the row
+        number ``show`` prints) restarts at another step. A retried step that waits on a
+        completion waits afresh. The old attempts stay in the journal. ``wait=False``:
+        queue it, drive it in the background and answer at once."""
+        await self.operator.reopen_for_retry(run_id, from_step)
         if not wait:
             await self.drive_soon(run_id)
             return await self.reads.get(run_id)
         return await self.resume(run_id, source)
+
+    async def retry_plan(self, run_id: str, from_step: str | None = None) -> list[StepView]:
+        """What ``retry`` would run again (``retry --dry-run``), changing nothing: the
+        recorded steps it would retire, in ``show``'s order."""
+        again = await self.operator.reopen_for_retry(run_id, from_step, dry_run=True)
+        return self.reads.views(again, [])
+
+    async def settle(self, outcome: RunOutcome, *, max_wait: float = 30.0,
+                     follow: bool = False) -> RunOutcome:
+        """Drive ``outcome``'s run on (and the child runs it waits on) through sleeps that
+        end within ``max_wait`` seconds and, with ``follow``, through any wait until it is
+        resolved from elsewhere; a run another live worker holds is left to it. Progress
+        is told to the listeners as ``phase`` events."""
+        return await settle(self, outcome, max_wait, follow)
+
+    @staticmethod
+    def check_file(path: str | os.PathLike[str], modules: Iterable[str] = ()) -> FileCheck:
+        """Parse and link a ``.lash`` file against the tools it would run with (``modules``,
+        the project's configured ones, the ``.py`` beside it); runs nothing, opens no
+        database."""
+        from pathlib import Path
+
+        return check_file(Path(path), modules)
 
     async def drive_soon(self, run_id: str) -> None:
         """Drive a run in the background here (what a worker would do next, at once); a

@@ -28,6 +28,9 @@ from .ports import ChildRuns
 from .tool_runner import PARKED, ToolRunner
 
 
+PRINTS_PER_WRITE = 1000
+
+
 class DurableHost:
     """Performs one run's effects against its journal. One instance per drive."""
 
@@ -44,6 +47,7 @@ class DurableHost:
         self.prints = Prints(tools.project)
         self.effects = 0
         self.observed_bytes = 0
+        self.held_prints = 0  # prints held for the run's next write (see _observe)
         # The runs this run started: the only ones it may await, cancel or signal. A
         # handle is a plain record, so one naming any other run is refused, never used.
         self.children_started = {step.outcome["id"] for step in journal.steps.values()
@@ -97,7 +101,9 @@ class DurableHost:
         kind = type(effect)
         if kind is fx.Finish or kind is fx.Fail:  # the end of the run, not an effect to count
             return effect.value  # type: ignore[union-attr]
-        await self.journal.flush_held()  # the last batch's outcomes are durable before this
+        if kind is not fx.Observe or effect.kind != "print":  # type: ignore[union-attr]
+            await self.journal.flush_held()  # what is held is durable before this effect
+            self.held_prints = 0
         self.effects += 1
         if self.effects > self.limits.max_effects:
             raise too_many_effects(self.limits)
@@ -239,7 +245,18 @@ class DurableHost:
             return None
         record = self.journal.new_step(effect.step, effect.kind, None, None, "done",
                                        {"value": to_json(effect.value), "text": effect.text})
-        await self.journal.commit([record])
+        if effect.kind != "print":
+            await self.journal.commit([record])
+            return None
+        # A print changes nothing outside the run and replays the same text, so it rides
+        # with the run's next write (ADR 0009), in groups of at most PRINTS_PER_WRITE: a
+        # loop of prints costs a write per group, not one each (a crash before the write
+        # only makes the replay print them again).
+        self.journal.hold([record], [])
+        self.held_prints += 1
+        if self.held_prints >= PRINTS_PER_WRITE:
+            await self.journal.flush_held()
+            self.held_prints = 0
         return None
 
     # -- time and signals ----------------------------------------------------------------

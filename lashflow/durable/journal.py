@@ -55,10 +55,12 @@ def check_journal(run_id: str, steps: list[StepRecord]) -> None:
 
 def retired(step: StepRecord, retries: list[dict[str, Any]]) -> bool:
     """Whether a retry of the run took ``step`` out of replay: a retry retires every step
-    from its ``from_seq`` on that was written before it (a step written by a later drive
-    carries that drive's retry number in ``detail["retry"]``)."""
+    from its ``from_seq`` on that was written before it, except the fan-out members it
+    ``keep``s (a step written by a later drive carries that drive's retry number in
+    ``detail["retry"]``)."""
     written_in = step.detail.get("retry", 0)
-    return any(retry["from_seq"] <= step.seq for retry in retries[written_in:])
+    return any(retry["from_seq"] <= step.seq and step.step_key not in retry.get("keep", ())
+               for retry in retries[written_in:])
 
 
 class RunJournal:

@@ -39,6 +39,9 @@ class Wait:
     until: float | None = None
     signal: str | None = None
     child_run_id: str | None = None
+    # "resolved": its completion key was answered and the run has not resumed yet
+    # (``resolve`` is then the command that resumes it); None: still open
+    state: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -458,6 +458,13 @@ class ToolRunner:
             return None
         return ids[0], await self.book.storage.get(*ids)
 
+    def run_of(self, key: str) -> str:
+        """The run id a genuine completion key names."""
+        assert self.book is not None
+        ids = self.book.keys.verify(key)
+        assert ids is not None
+        return ids[0]
+
     def step_of(self, key: str) -> str:
         """The step key a genuine completion key names."""
         assert self.book is not None

@@ -236,7 +236,7 @@ def range_(*args: Any) -> list:
     if len(r) > limit:
         raise LimitExceeded(f"`range` would create more than {limit} items")
     tick(len(r) // 4)
-    return [float(i) for i in r]
+    return check_seq([float(i) for i in r])
 
 
 def range_bounds(args: list[Any]) -> range:

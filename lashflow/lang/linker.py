@@ -394,6 +394,11 @@ class Linker:
         if isinstance(e, A.WaitSignal):
             if self.proc is None:
                 raise self.fail("`wait_signal` can only be used inside a process body", e)
+            if self.signal_types and e.name not in self.signal_types:
+                # a process that declares its signals takes no other: a typo would park forever
+                raise self.fail(f"process `{self.proc.name}` declares no signal `{e.name}` (its "
+                                f"signals: {', '.join(f'`{n}`' for n in self.signal_types)})", e,
+                                hint=did_you_mean(e.name, list(self.signal_types)))
             return self.signal_types.get(e.name, T.ANY)
         if isinstance(e, A.SignalRun):
             self.expr(e.run, env)

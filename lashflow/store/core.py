@@ -117,7 +117,8 @@ class CoreStore(Store):
     # -- identity --------------------------------------------------------------------------
     async def secret(self) -> bytes:
         if self._secret is None:
-            self._secret = await self._read(one, "secret", scan=True)
+            self._secret = programs.secret_of(await self._read(one, "secret", scan=True),
+                                              self.backend.label)
         return self._secret
 
     async def setting(self, name: str) -> str | None:
@@ -206,8 +207,9 @@ class CoreStore(Store):
         await self._write(programs.update_meta, run_id, edit)
 
     async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None]) -> bool:
-        return await self._write(programs.reopen_run, run_id, float(now), edit)
+                         edit: Callable[[dict[str, Any]], None], *,
+                         forget: Sequence[str] = ()) -> bool:
+        return await self._write(programs.reopen_run, run_id, float(now), edit, list(forget))
 
     # -- journal -----------------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:

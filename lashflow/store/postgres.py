@@ -235,9 +235,8 @@ class _Statements:
         await conn.execute(f"CREATE TABLE IF NOT EXISTS lashflow_meta "
                            f"(key TEXT {_C} PRIMARY KEY, value BYTEA NOT NULL)")
 
-    async def schema_version(self, conn: asyncpg.Connection) -> int:
-        raw = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
-        return int(raw) if raw else 0
+    async def schema_version(self, conn: asyncpg.Connection) -> Any:
+        return await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
 
     async def migrate(self, conn: asyncpg.Connection, statement: str) -> None:
         await conn.execute(statement)
@@ -259,8 +258,8 @@ class _Statements:
         return await conn.fetchval("SELECT 1 FROM lashflow_meta WHERE key = $1",
                                    UNCHECKED_ROWS) is not None
 
-    async def secret(self, conn: asyncpg.Connection) -> bytes:
-        return bytes(await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'"))
+    async def secret(self, conn: asyncpg.Connection) -> Any:
+        return await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'")
 
     async def setting(self, conn: asyncpg.Connection, key: str) -> str | None:
         value = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = $1", key)
@@ -462,6 +461,11 @@ class _Statements:
             "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
             "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
         await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
+
+    async def forget_completions(self, conn: asyncpg.Connection, run_id: str,
+                                 step_keys: list[str]) -> None:
+        await conn.execute("DELETE FROM lashflow_completions WHERE run_id = $1 AND "
+                           "step_key = ANY($2::text[])", run_id, step_keys)
 
     # -- completions and signals -------------------------------------------------------------
     async def completion(self, conn: asyncpg.Connection, run_id: str, step_key: str) -> Any:

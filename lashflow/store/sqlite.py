@@ -183,6 +183,9 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
+_DISK_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL})
+
+
 class _Statements:
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
@@ -191,9 +194,9 @@ class _Statements:
     def create_meta(self, conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
 
-    def schema_version(self, conn: sqlite3.Connection) -> int:
+    def schema_version(self, conn: sqlite3.Connection) -> Any:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        return row[0] if row else None
 
     def migrate(self, conn: sqlite3.Connection, statement: str) -> None:
         _migrate_statement(conn, statement)
@@ -212,8 +215,9 @@ class _Statements:
         return conn.execute("SELECT 1 FROM meta WHERE key = ?", (UNCHECKED_ROWS,)).fetchone() \
             is not None
 
-    def secret(self, conn: sqlite3.Connection) -> bytes:
-        return bytes(conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()[0])
+    def secret(self, conn: sqlite3.Connection) -> Any:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()
+        return row[0] if row else None
 
     def setting(self, conn: sqlite3.Connection, key: str) -> str | None:
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -370,6 +374,11 @@ class _Statements:
                      "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
                      (now, meta, run_id))
 
+    def forget_completions(self, conn: sqlite3.Connection, run_id: str,
+                           step_keys: list[str]) -> None:
+        conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?",
+                         [(run_id, key) for key in step_keys])
+
     # -- completions and signals -------------------------------------------------------------
     def completion(self, conn: sqlite3.Connection, run_id: str, step_key: str) -> Any:
         return conn.execute(f"SELECT {COMPLETION_COLUMNS} FROM completions WHERE run_id = ? "
@@ -485,8 +494,13 @@ class SqliteBackend:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _db_error(self, exc: sqlite3.Error) -> DbError:
-        """What a user sees of a failing statement: one line naming the file."""
-        return DbError(f"database error on {self.path}: {exc}")
+        """What a user sees of a failing statement: one line naming the file (and, when
+        the disk refused a write, what to do: nothing committed is lost)."""
+        hint = ""
+        if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _DISK_CODES:
+            hint = ("; the disk may be full (or failing): nothing committed is lost, free "
+                    "space and run the command again")
+        return DbError(f"database error on {self.path}: {exc}{hint}")
 
     def _run(self, conn: sqlite3.Connection, job: Job) -> Any:
         """Run a program to its end on ``conn``, answering each statement it asks for."""
@@ -610,7 +624,8 @@ class SqliteBackend:
             self._run(conn, schema)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                conn.execute("ROLLBACK")
             raise
 
     @staticmethod

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from lashflow.graph import build_graph, node_state, render
+from lashflow.lang.graph import build_graph, node_state, render
 
 Lf = Callable[..., Any]
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lashflow.graph import build_graph, to_mermaid
+from lashflow.lang.graph import build_graph, to_mermaid
 
 WAITS = 'process p() signals { go: any } {\n  x = wait_signal("go")\n  finish x\n}\n'
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from lashflow.cli_drive import LiveStatus
-from lashflow.cli_render import preview, seconds
+from lashflow.cli.live import LiveStatus
+from lashflow.cli.render import preview, seconds
 
 Lf = Callable[..., Any]
 TERMINAL = {"TTY_COMPATIBLE": "1", "NO_COLOR": "1", "COLUMNS": "160"}

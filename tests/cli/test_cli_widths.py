@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from lashflow import Engine
-from lashflow.cli_render import Display, render_runs, render_show
+from lashflow.cli.render import Display, render_runs, render_show
 
 LONG_ERROR = "the upstream service answered 503 " * 5
 

@@ -22,6 +22,8 @@ CASES = [
     ("process p() {}\nprocess p() {}", "duplicate declaration `p`"),
     ("process p(a: int, a: int) {}", "duplicate process parameter `a`"),
     ("process p() signals { s: int, s: str } {}", "duplicate process signal `s`"),
+    ('process p() signals { decision: any } {\n  d = wait_signal("decsion")\n}',
+     "process `p` declares no signal `decsion` (its signals: `decision`)"),
     ("process p(a: Nope) {}", "unknown type `Nope`"),
     ("type A = { b: list[Missing] }", "unknown type `Missing`"),
     ("process p() -> cron.Tick { finish 1 }", "unknown type `cron.Tick`"),
@@ -124,6 +126,7 @@ OK = [
     'x = validate({ a: 1 }, Type { a: int })',
     "tools = 1\nx = tools + 1",
     "process p(n: int) -> int { total = 0\n for i in range(n) { total = total + i }\n finish total }",
+    'process p() {\n  d = wait_signal("any")\n}',  # no signals declared: any name
 ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from html import escape
 
-from ...graph import COLOURS, Graph, node_state
+from ...lang.graph import COLOURS, Graph, node_state
 
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 200, 34, 28, 30, 12
 MAX_LABEL = 30

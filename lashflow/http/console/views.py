@@ -215,7 +215,7 @@ class Console:
         return self.render(request, "run_rows.html", page=page)
 
     async def run(self, request: Request) -> Response:
-        from ...graph import GraphError, build_graph, site_states
+        from ...lang.graph import GraphError, build_graph, site_states
         from .graph_svg import graph_svg
 
         run_id = request.path_params["run_id"]

@@ -1,21 +1,24 @@
 """How the CLI shows outcomes, runs, timelines and waits: rich on a terminal, plain lines
 otherwise (pipes, files, CI logs), and JSON-ready dicts for ``--json``.
 
-Nothing here talks to the engine; commands fetch, this module only formats. Rich is
-imported only when a terminal is present, so scripted use stays fast.
+Nothing here talks to the engine; commands fetch, this module only formats. What one
+invocation chose (``--utc``, the ``--db`` to repeat, the run's source) comes with the
+``Display``. Rich is imported only when a terminal is present, so scripted use stays fast.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from shlex import quote
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from .cli_support import DB_OPTION, dumps, printable, stderr, stdout
+from ..durable.timeline import (
+    journal_lines, journal_rows, one_line, preview, seconds, status_text, wait_what,
+)
+from .context import Invocation
+from .output import dumps, is_terminal, printable, stderr, stdout
 
 STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "magenta", "waiting": "yellow",
                 "running": "cyan", "queued": "blue", "needs_attention": "bold red",
@@ -25,30 +28,27 @@ STATUS_MARK = {"finished": "✔", "failed": "✘", "cancelled": "⊘", "waiting"
 STATE_STYLE = {"ok": "green", "done": "green", "err": "red", "failed": "red", "exhausted": "red",
                "cancelled": "magenta", "pending": "yellow", "waiting": "yellow",
                "started": "cyan", "interrupted": "bold red"}
-PREVIEW_WIDTH = 72
-
-
-def is_terminal(stream: Any) -> bool:
-    """A real terminal (or ``TTY_COMPATIBLE=1``, rich's own override, used by tests)."""
-    forced = os.environ.get("TTY_COMPATIBLE", "")
-    if forced in ("0", "1"):
-        return forced == "1"
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 @dataclass
 class Display:
-    """Where and how a command writes: ``json`` wins, then rich on a terminal, else plain."""
+    """Where and how a command writes: ``json`` wins, then rich on a terminal, else plain;
+    ``inv`` is the invocation it writes for (``of``)."""
 
     as_json: bool = False
+    inv: Invocation = field(default_factory=Invocation)
     rich: bool = field(init=False)
     _console: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.rich = not self.as_json and is_terminal(sys.stdout)
+
+    @classmethod
+    def of(cls, inv: Invocation) -> "Display":
+        return cls(inv.as_json, inv)
+
+    def when(self, moment: float | None) -> str:
+        return self.inv.when(moment)
 
     @property
     def console(self) -> Any:
@@ -71,69 +71,9 @@ class Display:
 # --------------------------------------------------------------------------- small helpers
 
 
-# Set from the command line's ``--utc`` for the one command a process runs.
-UTC_REQUESTED: list[bool] = [False]
-
-
-def when(moment: float | None) -> str:
-    """ISO 8601 with the time zone's offset (local time; UTC with ``--utc`` or
-    ``LASHFLOW_UTC=1``)."""
-    if moment is None:
-        return "-"
-    utc = UTC_REQUESTED[0] or os.environ.get("LASHFLOW_UTC") == "1"
-    zone = timezone.utc if utc else None
-    return datetime.fromtimestamp(moment, zone).astimezone(zone).isoformat(timespec="seconds")
-
-
-def seconds(value: float | None) -> str:
-    """``0.8 ms`` / ``12 ms`` / ``1.24 s`` / ``3m 05s`` / ``2h 01m``."""
-    if value is None:
-        return "-"
-    if value < 0.001:
-        return f"{value * 1000:.1f} ms"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 60:
-        return f"{value:.2f} s"
-    if value < 3600:
-        return f"{int(value // 60)}m {int(value % 60):02d}s"
-    return f"{int(value // 3600)}h {int(value % 3600 // 60):02d}m"
-
-
-def one_line(text: str, width: int = PREVIEW_WIDTH) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def preview(value: Any, width: int = PREVIEW_WIDTH) -> str:
-    """A table cell's view of a value: through the output budget, then to one line."""
-    if value is None:
-        return ""
-    from .tools import ToolOutputBudgetConfig, project_output
-
-    text = value if isinstance(value, str) else project_output(
-        value, ToolOutputBudgetConfig(limit=width * 4, max_lines=4), hint="")
-    return one_line(text, width)
-
-
-def wait_what(wait: Any) -> str:
-    """What a wait is, in words (the ``Wait`` objects of ``RunOutcome.waiting``)."""
-    child = f" in child run {wait.child_run_id}" if wait.child_run_id and wait.kind != "child" else ""
-    if wait.kind == "completion":
-        until = f", deadline {when(wait.until)}" if wait.until else ""
-        return f"completion key for {wait.tool}{until}{child}"
-    if wait.kind == "sleep":
-        return f"timer until {when(wait.until)}{child}"
-    if wait.kind == "signal":
-        return f"signal `{wait.signal}`{child}"
-    if wait.kind == "child":
-        return f"child run {wait.child_run_id}"
-    return wait.kind + child
-
-
 def result_text(result: Any) -> str:
     """A finished run's result on one line of JSON, through the output budget."""
-    from .tools import project_output
+    from ..tools import project_output
 
     if isinstance(result, str):
         return dumps(result)
@@ -165,25 +105,21 @@ def render_outcome(display: Display, outcome: Any, elapsed: float | None = None)
         else:
             display.line(result_text(outcome.result))
     if outcome.error is not None:
-        stderr(run_error_text(outcome.error))
+        stderr(run_error_text(outcome.error, display.inv.run_source))
     render_waits(display, outcome.waiting)
 
 
-# The file a `run` command started from, with its text: a runtime error in the run it
-# starts is shown with the line and a caret under the place.
-RUN_SOURCE: list[tuple[str, str]] = []
-
-
-def run_error_text(error: Any) -> str:
+def run_error_text(error: Any, run_source: tuple[str, str] | None = None) -> str:
     """``error[code]: Kind: message``, then ``--> file:line:col`` with the line and a
-    caret when the run's source is at hand (else ``(line L, column C)``)."""
+    caret when the run's source (file name, text) is at hand (else ``(line L, column
+    C)``)."""
     kind = f"{error.kind}: " if error.kind else ""
     head = f"error[{error.code}]: {kind}{error.message}"
     if not error.line:
         return head
-    if not RUN_SOURCE:
+    if run_source is None:
         return f"{head} (line {error.line}, column {error.column})"
-    filename, source = RUN_SOURCE[0]
+    filename, source = run_source
     lines = source.splitlines()
     where = f"--> {filename}:{error.line}:{error.column}"
     if error.line > len(lines):
@@ -192,10 +128,10 @@ def run_error_text(error: Any) -> str:
     return f"{head}\n{where}\n  | {lines[error.line - 1]}\n  | {caret}"
 
 
-def resolve_command(wait: Any) -> str:
+def resolve_command(display: Display, wait: Any) -> str:
     """The wait's resolve command as a person pastes it: with ``--db`` when this command
     used a database other than the default one."""
-    suffix = DB_OPTION[0]
+    suffix = display.inv.db_suffix
     if not suffix or not wait.resolve.startswith("lashflow "):
         return wait.resolve
     return wait.resolve + suffix
@@ -203,15 +139,15 @@ def resolve_command(wait: Any) -> str:
 
 def render_waits(display: Display, waits: Iterable[Any], indent: str = "  ") -> None:
     for wait in waits:
-        display.line(f"{indent}waiting on {wait_what(wait)} (step {wait.step})",
+        display.line(f"{indent}waiting on {wait_what(wait, display.when)} (step {wait.step})",
                      style="yellow" if display.rich else None)
-        display.line(f"{indent}  {resolve_command(wait)}", style="bold" if display.rich else None)
+        display.line(f"{indent}  {resolve_command(display, wait)}", style="bold" if display.rich else None)
 
 
 def _print_json(display: Display, value: Any) -> None:
     from rich.json import JSON
 
-    from .tools import project_output
+    from ..tools import project_output
 
     text = json.dumps(value, ensure_ascii=False)
     if len(text) > 16 * 1024:  # too big to pretty-print: the budgeted preview instead
@@ -223,64 +159,15 @@ def _print_json(display: Display, value: Any) -> None:
 # --------------------------------------------------------------------------- show
 
 
-def step_target(step: Any) -> str:
-    if step.kind == "tool":
-        return step.tool or ""
-    if step.kind == "wait_signal":
-        return f"signal {step.tool}" if step.tool else "signal"
-    if step.kind == "start":
-        return f"start {step.tool}" if step.tool else "start"
-    if step.kind == "await" and isinstance(step.outcome, dict):
-        return "await child"
-    return step.tool or ""
-
-
-def step_preview_value(step: Any) -> Any:
-    """What a step produced, for the preview: tool values, failure messages, payloads."""
-    outcome = step.outcome
-    if step.kind == "tool" and isinstance(outcome, dict):
-        if outcome.get("status") == "ok":
-            return outcome.get("value")
-        return outcome.get("message") or outcome.get("value") or outcome.get("status")
-    if step.projected is not None:
-        return step.projected
-    return outcome
-
-
-def status_text(summary: Any) -> str:
-    """A run's status as an operator needs it: a ``running`` run nobody drives says so."""
-    if summary.owner_gone:
-        return f"{summary.status.value} (owner gone: lashflow recover)"
-    return summary.status.value
-
-
 def render_show(display: Display, detail: Any) -> None:
     """``lashflow show``: a header, the journal as a timeline, then result/error/waits."""
     run = detail.summary
-    rows = []
-    for i, step in enumerate(detail.steps, 1):
-        started, finished = step.timing()
-        offset = None if started is None else started - run.created_at
-        duration = None if started is None or finished is None else finished - started
-        attempts = "" if not step.attempts else str(len(step.attempts))
-        state = step.state
-        if state == "pending" and run.status.value == "cancelled":
-            state = "cancelled"  # a sleep, signal or child wait the cancel ended
-        rows.append((str(i), step.step_key, step.kind, step_target(step), state,
-                     attempts, seconds(duration) if duration is not None else "",
-                     f"+{seconds(offset)}" if offset is not None else "",
-                     preview(step_preview_value(step))))
+    rows = journal_rows(detail)
     if display.rich:
         _show_rich(display, detail, rows)
     else:
-        stdout(f"run {run.run_id}: {status_text(run)}")
-        stdout(f"  process {run.process or '(main block)'}   file {detail.file or '-'}")
-        stdout(f"  created {when(run.created_at)}   updated {when(run.updated_at)}"
-               + (f"   parent {run.parent_run_id}" if run.parent_run_id else ""))
-        stdout(f"  input {preview(detail.input, 100)}")
-        for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
-            stdout(f"  {n:>3} {key:<24} {kind:<11} {target:<24} {state:<9} "
-                   f"{('x' + attempts) if attempts else '':<4} {duration:>9} {offset:>10}  {text}")
+        for line in journal_lines(detail, display.when, rows):
+            stdout(line)
     for child in detail.children:
         display.line(f"child: {child.run_id} {status_text(child)}")
     for text in detail.prints:
@@ -290,7 +177,7 @@ def render_show(display: Display, detail: Any) -> None:
     if run.status.value == "finished":
         display.line("result: " + result_text(detail.result))
     if run.error is not None and run.error != detail.journal_error:
-        display.line(run_error_text(run.error), style="red" if display.rich else None)
+        display.line(run_error_text(run.error, display.inv.run_source), style="red" if display.rich else None)
     render_waits(display, run.waiting)
     if detail.steps:
         display.line(f"full output of a step: lashflow output {quote(run.run_id)} STEP",
@@ -311,8 +198,8 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
         head.append(printable(f"  parent {run.parent_run_id}"), style="dim")
     display.console.print(head)
     display.console.print(Text(printable(f"file {detail.file or '-'}   created "
-                                         f"{when(run.created_at)}   updated "
-                                         f"{when(run.updated_at)}"), style="dim"))
+                                         f"{display.when(run.created_at)}   updated "
+                                         f"{display.when(run.updated_at)}"), style="dim"))
     display.console.print(Text(printable(f"input {preview(detail.input, 100)}"), style="dim"))
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
@@ -359,8 +246,8 @@ def render_runs(display: Display, runs: list[Any]) -> None:
             status = run.status.value
             table.add_row(printable(run.run_id),
                           Text(status_text(run), style=STATUS_STYLE.get(status, "")),
-                          printable(run.process or "(main)"), when(run.created_at),
-                          printable(run_info(run)))
+                          printable(run.process or "(main)"), display.when(run.created_at),
+                          printable(run_info(run, display.when)))
         display.console.print(table)
         display.console.print(Text(f"{len(runs)} run(s)", style="dim"))
         return
@@ -368,16 +255,16 @@ def render_runs(display: Display, runs: list[Any]) -> None:
     stdout(f"{'RUN':<{width}}  {'STATUS':<15} {'PROCESS':<16} {'CREATED':<25} INFO")
     for run in runs:
         stdout(f"{run.run_id:<{width}}  {status_text(run):<15} {run.process or '(main)':<16} "
-               f"{when(run.created_at):<25} {run_info(run)}")
+               f"{display.when(run.created_at):<25} {run_info(run, display.when)}")
 
 
-def run_info(run: Any) -> str:
+def run_info(run: Any, when: Callable[[float | None], str]) -> str:
     """A summary's one-line info: its error, what it waits on, its parent, its note."""
     parts = []
     if run.error is not None:
         parts.append(f"error[{run.error.code}]: {run.error.message}")
     if run.waiting:
-        parts.append("; ".join(wait_what(w) for w in run.waiting))
+        parts.append("; ".join(wait_what(w, when) for w in run.waiting))
     if run.parent_run_id:
         parts.append(f"child of {run.parent_run_id}")
     if run.note:
@@ -399,17 +286,19 @@ def render_waiting(display: Display, waits: list[tuple[str, Any]], now: float) -
         for name in ("#", "run", "waits on", "step", "due"):
             table.add_column(name, overflow="fold")
         for i, (run_id, wait) in enumerate(waits, 1):
-            table.add_row(str(i), printable(run_id), Text(printable(wait_what(wait)), style="yellow"),
+            table.add_row(str(i), printable(run_id),
+                          Text(printable(wait_what(wait, display.when)), style="yellow"),
                           printable(wait.step), _due(wait, now))
         display.console.print(table)
         display.console.print(Text("resolve with:", style="bold"))
         for i, (_, wait) in enumerate(waits, 1):
-            display.line(f"  #{i}  {resolve_command(wait)}")
+            display.line(f"  #{i}  {resolve_command(display, wait)}")
         return
     width = max(len(run_id) for run_id, _ in waits)
     for run_id, wait in waits:
-        stdout(f"{run_id:<{width}}  {wait.kind:<10} {wait.step:<24} {wait_what(wait)}")
-        stdout(f"    {resolve_command(wait)}")
+        stdout(f"{run_id:<{width}}  {wait.kind:<10} {wait.step:<24} "
+               f"{wait_what(wait, display.when)}")
+        stdout(f"    {resolve_command(display, wait)}")
 
 
 def _due(wait: Any, now: float) -> str:

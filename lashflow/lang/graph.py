@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .lang import ast as A
+from . import ast as A
 
 __all__ = ["Graph", "GraphError", "Node", "build_graph", "render", "node_state"]
 
@@ -77,7 +77,7 @@ _EFFECTS = (A.ReceiverCall, A.Await, A.Start, A.Sleep, A.WaitSignal, A.SignalRun
 
 
 def _impure(node: Any) -> bool:
-    from .lang.sites import nodes
+    from .sites import nodes
 
     return any(isinstance(n, _EFFECTS) for n in nodes(node))
 
@@ -124,7 +124,7 @@ def _fanout_call(expr: Any) -> A.ReceiverCall | None:
 def fan_outs(module: A.Module, source: str) -> list[dict[str, Any]]:
     """Every fan-out ``await`` of the file (one concurrent batch each), in source order:
     its line and what it calls over what (``tools.fetch for u in urls``)."""
-    from .lang.sites import nodes
+    from .sites import nodes
 
     roots = [*module.main, *(decl.body for decl in module.processes)]
     found = []
@@ -275,7 +275,7 @@ class _Builder:
 
     def _interesting(self, stmt: Any) -> bool:
         """Worth a node: holds an effect, a finish/fail, a labelled statement or a loop exit."""
-        from .lang.sites import nodes
+        from .sites import nodes
 
         for n in nodes(stmt):
             if isinstance(n, _EFFECTS) or isinstance(n, (A.Break, A.Continue)) and n is not stmt:
@@ -291,7 +291,7 @@ class _Builder:
         return isinstance(bare, A.Await) and _batch_leaves(_strip(bare.expr)) is not None
 
     def _effect_count(self, expr: Any) -> int:
-        from .lang.sites import nodes
+        from .sites import nodes
 
         return sum(1 for n in nodes(expr) if isinstance(n, (A.ReceiverCall, A.Start, A.Sleep,
                                                               A.WaitSignal, A.SignalRun)))
@@ -341,7 +341,7 @@ class _Builder:
                 pend = visit(node.payload, visit(node.run, pend))
                 text = f'signal_run({_text(self.source, node.run, 16)}, "{node.name}")'
                 return [(self.node("event", named(text), pend, [node.site]), "")]
-            from .lang.sites import children
+            from .sites import children
 
             for child in children(node):
                 pend = visit(child, pend)
@@ -365,8 +365,8 @@ class _Builder:
 
 def build_graph(source: str, process: str | None = None) -> Graph:
     """The graph of every process and the main block (or only ``process``)."""
-    from .lang import parse
-    from .lang.sites import assign_sites
+    from . import parse
+    from .sites import assign_sites
 
     module = assign_sites(parse(source))
     builder = _Builder(source)

@@ -1,0 +1,50 @@
+"""The typer application: the root options and every command, in the order ``--help``
+and docs/cli.md list them. Commands live by theme in the modules beside this one."""
+
+from __future__ import annotations
+
+import typer
+
+from .. import __version__
+from . import operate, reads, run, serve, tooling
+from .context import Invocation
+from .output import stdout
+from .usage import LashflowGroup
+
+app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_enable=False, rich_markup_mode=None,
+                  help="lashflow: durable workflows written in Lashlang.\n\n"
+                       "Exit codes of run/resume: 0 finished, 1 failed, 2 rejected (nothing ran: "
+                       "bad file, input, key, database...), 3 waiting, 4 cancelled, "
+                       "5 needs attention. Add --json to any command for one JSON object.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        stdout(f"lashflow {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(ctx: typer.Context,
+          version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit."),
+          utc: bool = typer.Option(False, "--utc",
+                                   help="Print times in UTC (default: local time, with its "
+                                        "offset). Also LASHFLOW_UTC=1.")) -> None:
+    """lashflow: durable workflows written in Lashlang."""
+    ctx.obj = Invocation(utc=utc)
+
+
+for command in (run.run, run.submit, run.resume, run.retry, run.fork, run.recover, run.worker,
+                tooling.check, tooling.fmt, tooling.lsp, tooling.graph,
+                operate.complete, operate.signal, operate.cancel):
+    app.command()(command)
+app.command("list")(reads.list_runs)
+for command in (reads.show, reads.waiting, reads.output, operate.gc, serve.serve):
+    app.command()(command)
+
+
+def main() -> None:
+    """Console-script entry point (``lashflow`` and ``python -m lashflow``)."""
+    app()

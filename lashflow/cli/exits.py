@@ -1,0 +1,124 @@
+"""The CLI's contract, kept the same way by every command: exit codes by run status,
+``error[code]: message`` on stderr (never a traceback), and with ``--json`` exactly one
+JSON object on stdout, errors included."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import sys
+from shlex import quote
+from typing import Any, Awaitable, Callable, NoReturn, TypeVar
+
+import typer
+
+from ..errors import LashflowError
+from .context import Invocation
+from .output import dumps, stderr, stdout
+
+T = TypeVar("T")
+
+EXIT_BY_STATUS = {"finished": 0, "failed": 1, "waiting": 3, "cancelled": 4, "needs_attention": 5,
+                  "queued": 0, "running": 0}
+EXIT_REJECTED = 2
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in lashflow, not a mistake of the user
+EXIT_INTERRUPTED = 130
+
+
+def error_json(exc: LashflowError) -> dict[str, Any]:
+    """The ``error`` object every command prints: code, message and, when known, kind/line/column."""
+    data: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    diagnostic = getattr(exc, "diagnostic", None)
+    if diagnostic is not None and diagnostic.line is not None:
+        data["line"], data["column"] = diagnostic.line, diagnostic.column
+    for key in ("kind", "line", "column", "path"):
+        if exc.details.get(key) is not None:
+            data[key] = exc.details[key]
+    winner = exc.details.get("winner", getattr(exc, "winner", None))
+    if winner is not None:
+        data["winner"] = winner.to_json() if hasattr(winner, "to_json") else winner
+    hint = getattr(exc, "hint", None) or exc.details.get("hint")
+    if hint:
+        data["hint"] = hint
+    return data
+
+
+def error_text(exc: LashflowError, source: str | None = None, filename: str | None = None) -> str:
+    """``error[code]: message``, plus the caret excerpt when the error has a source place."""
+    diagnostic = getattr(exc, "diagnostic", None)
+    if diagnostic is not None and source is not None:
+        return caret_text(diagnostic, source, filename)
+    text = f"error[{exc.code}]: {' '.join(exc.message.splitlines())}"
+    hint = exc.details.get("hint")
+    return f"{text} ({hint})" if hint else text
+
+
+def caret_text(diagnostic: Any, source: str, filename: str | None) -> str:
+    """``error[code]: message`` then ``--> file:line:col``, the line and a caret."""
+    text = diagnostic.render(source, filename or "<input>")
+    return text if text.startswith("error[") else f"error[{diagnostic.code}]: {text}"
+
+
+def reject(exc: LashflowError, as_json: bool, source: str | None = None,
+           filename: str | None = None, run_id: str | None = None) -> "typer.Exit":
+    """Report a refused command (nothing ran) and return the exit to raise."""
+    if as_json:
+        stdout(dumps({"run_id": exc.details.get("run_id", run_id), "status": "rejected",
+                      "error": error_json(exc)}))
+    else:
+        stderr(error_text(exc, source, filename))
+    return typer.Exit(EXIT_REJECTED)
+
+
+def fail(code: str, message: str, as_json: bool, **details: Any) -> NoReturn:
+    """Refuse at once with a CLI-level error (bad arguments the engine never sees)."""
+    raise reject(LashflowError(message, code=code, **details), as_json)
+
+
+def freeze_startup_heap() -> None:
+    """For a long-lived process (worker, serve), once it is up: what start-up made and
+    keeps for good (imported modules, tool modules, the app) moves out of the garbage
+    collector's reach, so a full collection no longer walks it. In a server that full
+    walk is a pause of tens of milliseconds at unpredictable moments, in the middle of
+    a fan-out's calls or a webhook's answer (docs/performance.md)."""
+    gc.collect()
+    gc.freeze()
+
+
+def run_async(inv: Invocation, factory: Callable[[], Awaitable[T]], source: str | None = None,
+              filename: str | None = None, run_id: str | None = None) -> T:
+    """Run one command's coroutine; every failure becomes a one-line error and an exit.
+    With ``OTEL_TRACES_EXPORTER``/``OTEL_METRICS_EXPORTER`` set, spans and metrics are
+    exported (lashflow.telemetry.setup) and flushed before the command exits."""
+    flush: Callable[[], None] | None = None
+    try:
+        if "OTEL_TRACES_EXPORTER" in os.environ or "OTEL_METRICS_EXPORTER" in os.environ:
+            from ..telemetry.setup import configure_from_environment
+
+            flush = configure_from_environment()
+        return asyncio.run(factory())  # type: ignore[arg-type]
+    except LashflowError as exc:
+        raise reject(exc, inv.as_json, source, filename, run_id) from None
+    except BrokenPipeError:  # `lashflow list | head -1`: the reader has all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(0) from None
+    except KeyboardInterrupt:
+        known = run_id or inv.first_run
+        target = quote(known) if known else "RUN"
+        stderr("interrupted: every committed step is kept in the journal; "
+               f"`lashflow resume {target}` or `lashflow recover` continues")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # a bug: still one line, the traceback only on request
+        if os.environ.get("LASHFLOW_DEBUG"):
+            raise
+        internal = LashflowError(f"{type(exc).__name__}: {exc} (set LASHFLOW_DEBUG=1 for the "
+                                 "traceback)", code="internal_error")
+        reject(internal, inv.as_json, run_id=run_id)
+        raise typer.Exit(EXIT_INTERNAL) from None
+    finally:
+        if flush is not None:
+            flush()

@@ -1,0 +1,180 @@
+"""Commands that act on runs from outside: complete, signal, cancel, and gc (retention)."""
+
+from __future__ import annotations
+
+import time
+from shlex import quote
+from typing import Optional
+
+import typer
+
+from ..errors import UsageError
+from .context import Invocation
+from .exits import run_async
+from .options import (DbOption, JsonOption, MaxWaitOption, no_key, no_run, parse_age,
+                      parse_json_option)
+from .output import dumps, stdout
+from .render import Display, render_outcome
+from .run import finish, live_status
+
+
+def complete(
+    ctx: typer.Context,
+    key: str = typer.Argument(..., metavar="KEY",
+                              help="The completion key (lfk_...), as printed by `run` "
+                                        "or `waiting`.", show_default=False),
+    result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
+                                         help="The tool's result, as JSON."),
+    error: Optional[str] = typer.Option(None, "--error", metavar="MESSAGE",
+                                        help="Resolve as a tool error with this message "
+                                             "(the process sees {ok: false, error})."),
+    resume_run: bool = typer.Option(False, "--resume",
+                                    help="Drive the run on after delivery (exit codes then as "
+                                         "`run`)."),
+    max_wait: float = MaxWaitOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Resolve a completion key: the first writer wins (a later one gets
+    completion_already_resolved, a forged or unknown key unknown_completion_key)."""
+    from ..tools import ToolResult
+
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+    started = time.monotonic()
+
+    async def go() -> int:
+        if (result is None) == (error is None):
+            raise UsageError("give exactly one of --result JSON or --error MESSAGE")
+        value = ToolResult.err(error) if error is not None else ToolResult.ok(
+            parse_json_option(result, "--result"))
+        async with inv.engine(db, create=False, absent=no_key) as eng:
+            with live_status(inv, "complete", quiet=not resume_run) as live:
+                eng.listeners.append(live.on_event)
+                delivery = await eng.deliver(key, value, resume=resume_run)
+                run_id = delivery.run_id
+                outcome = await eng.get(run_id)
+                if not resume_run:
+                    return _delivered(display, run_id, outcome.status.value)
+                outcome = await eng.settle(outcome, max_wait=max_wait)
+            return finish(display, outcome, started)
+
+    raise typer.Exit(run_async(inv, go))
+
+
+def _delivered(display: Display, run_id: str, status: str) -> int:
+    if display.as_json:
+        stdout(dumps({"run_id": run_id, "status": status, "delivered": True}))
+    else:
+        hint = f"; continue it with `lashflow resume {quote(run_id)}`" if status == "waiting" else ""
+        display.line(f"delivered; run {run_id} is {status}{hint}")
+    return 0
+
+
+def signal(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to signal.", show_default=False),
+    name: str = typer.Argument(..., metavar="NAME",
+                               help="The signal name (as in wait_signal(\"name\")).",
+                               show_default=False),
+    payload: Optional[str] = typer.Option(None, "--payload", metavar="JSON|@FILE",
+                                          help="The signal's payload, as JSON (default null)."),
+    max_wait: float = MaxWaitOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Deliver a signal; a run waiting for it is driven on at once. Signals are kept in
+    order: the n-th wait_signal("name") gets the n-th signal of that name. Exit 0."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        data = parse_json_option(payload, "--payload")
+        async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
+            with live_status(inv, f"signal {name}") as live:
+                eng.listeners.append(live.on_event)
+                await eng.signal(run_id, name, data)
+                outcome = await eng.settle(await eng.get(run_id), max_wait=max_wait)
+        if as_json:
+            stdout(dumps(outcome.to_json()))
+        else:
+            display.line(f"signal {name} delivered")
+            render_outcome(display, outcome)
+        return 0
+
+    raise typer.Exit(run_async(inv, go, run_id=run_id))
+
+
+def cancel(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run to cancel.", show_default=False),
+    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
+                                         help="Why: kept in the run's error and shown."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Cancel a run: at once if parked or queued, at its next effect if a worker is
+    driving it (in-flight attempts are cancelled). Pending tool calls follow their
+    on_cancel. Exit 0."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
+            before = (await eng.get(run_id)).status
+            status = await eng.cancel(run_id, reason)
+            outcome = await eng.get(run_id)
+        if before.settled:  # nothing to cancel: say so, change nothing
+            if as_json:
+                stdout(dumps(dict(outcome.to_json(), already_settled=True)))
+            else:
+                display.line(f"run {run_id} is already {before.value}; it is left as it is")
+            return 0
+        if as_json:
+            data = outcome.to_json()
+            if outcome.status.value != "cancelled":
+                data["cancel_requested"] = True
+            stdout(dumps(data))
+        elif outcome.status.value == "cancelled":
+            render_outcome(display, outcome)
+        else:
+            display.line(f"cancel requested: run {run_id} is {status.value}; it stops at its "
+                         "next effect")
+        return 0
+
+    raise typer.Exit(run_async(inv, go, run_id=run_id))
+
+
+def gc(
+    ctx: typer.Context,
+    older_than: str = typer.Option(..., "--older-than", metavar="AGE",
+                                   help="Delete settled runs not updated for this long: "
+                                        "30d, 12h, 90m..."),
+    status: str = typer.Option("finished,failed,cancelled", "--status", metavar="STATUS[,...]",
+                               help="Which settled runs (finished, failed, cancelled)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would go; delete nothing."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Retention: delete old settled runs with their journals, completion keys, signals
+    and the output blobs only they used, in short batches (workers keep running)."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        age = parse_age(older_than, "--older-than")
+        async with inv.engine(db) as eng:
+            report = await eng.gc(age, [s.strip() for s in status.split(",") if s.strip()],
+                                  dry_run=dry_run)
+        if as_json:
+            stdout(dumps(report.to_json()))
+        elif dry_run:
+            display.line(f"would delete {report.runs} run(s)"
+                         + (f", e.g. {', '.join(report.run_ids[:5])}" if report.run_ids else ""))
+        else:
+            display.line(f"deleted {report.runs} run(s) and {report.blobs} unreferenced "
+                         "blob(s)")
+        return 0
+
+    raise typer.Exit(run_async(inv, go))
+

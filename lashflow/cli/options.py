@@ -1,0 +1,120 @@
+"""Options several commands share, and the readers of option values (JSON, ages, times,
+source files) that refuse a bad value with one clear error."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+
+from ..errors import LashflowError, NoDatabase, UsageError
+from ..json_input import read_json
+from .exits import fail
+
+DB_HELP = ("Database: sqlite:///file.db, a plain file path, or postgresql://user@host:port/db. "
+           "Default: $LASHFLOW_DB, else .lashflow/lashflow.db here.")
+DbOption = typer.Option(None, "--db", envvar="LASHFLOW_DB", show_envvar=True, metavar="URL",
+                        help=DB_HELP)
+JsonOption = typer.Option(False, "--json", help="Print exactly one JSON object on stdout.")
+ToolsOption = typer.Option([], "--tools", "-t", metavar="MODULE",
+                           help="Tool module name or .py path to load (repeatable); the .py "
+                                "beside the .lash file is always loaded.")
+
+
+def _log_format(value: str) -> str:
+    if value not in ("text", "json"):
+        fail("usage_error", f"--log-format {value}: use text or json", False)
+    return value
+
+
+LogFormatOption = typer.Option("text", "--log-format", metavar="text|json",
+                               callback=_log_format,
+                               help="Run transitions as text lines or as JSON lines.")
+MaxWaitOption = typer.Option(30.0, "--max-wait", metavar="SECONDS",
+                             help="Keep driving through sleeps that end within this many seconds.")
+FollowOption = typer.Option(False, "--follow", "-f",
+                            help="Keep driving through every wait until it is resolved from "
+                                 "elsewhere (signal, complete, another worker).")
+
+
+def run_log(fmt: str, write: Any) -> Any:
+    """The listener that writes one line per run transition (see RunLog)."""
+    from ..telemetry.runlog import RunLog
+
+    return RunLog(write, fmt)
+
+
+def parse_json_option(text: str | None, option: str) -> Any:
+    """``--input``/``--result``/``--payload``: inline JSON or ``@file.json``."""
+    if text is None:
+        return None
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"{option} @{path}: no such file", code="file_not_found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{option} @{path}: cannot read it: {exc}",
+                             code="file_not_found") from None
+    return read_json(text, option)
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str, option: str) -> float:
+    """An age such as ``90s``, ``30m``, ``2h``, ``7d``, ``1w``, in seconds."""
+    raw = text.strip()
+    unit = raw[-1:].lower()
+    if unit in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
+        return float(raw[:-1]) * _AGE_UNITS[unit]
+    raise UsageError(f"{option} {text!r} is not an age: use 90s, 30m, 2h, 7d or 1w")
+
+
+def parse_when(text: str | None, option: str, now: float) -> float | None:
+    """``--since``/``--until``: an ISO 8601 time (no offset: local time) or an age such as
+    ``90s``, ``30m``, ``2h``, ``7d``, ``1w`` (that long before ``now``)."""
+    if text is None:
+        return None
+    raw = text.strip()
+    if raw[-1:].lower() in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
+        return now - parse_age(raw, option)
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(f"{option} {text!r} is neither an ISO 8601 time "
+                         "(2026-12-03T10:00:00+01:00) nor an age (30m, 2h, 7d)") from None
+    return moment.timestamp()
+
+
+def read_source(file: Path) -> str:
+    """A ``.lash`` file's text, or a one-line ``file_not_found``/``usage_error``/
+    ``limit_exceeded`` (over the source size limit)."""
+    from ..durable.programs import read_source_file
+
+    return read_source_file(file)
+
+
+def source_or_none(file: Path | None) -> str | None:
+    """The text for caret excerpts, if the file is readable (errors are reported later)."""
+    if file is None:
+        return None
+    try:
+        return read_source(file)
+    except LashflowError:
+        return None
+
+
+def no_run(run_id: str | None) -> Callable[[NoDatabase], LashflowError]:
+    """``absent`` for a command about one run."""
+    from ..errors import UnknownRun
+
+    return lambda missing: UnknownRun(f"no run with id {run_id!r} ({missing})")
+
+
+def no_key(missing: NoDatabase) -> LashflowError:
+    """``absent`` for ``complete``: the key cannot exist where no database does."""
+    return LashflowError(f"unknown completion key ({missing})", code="unknown_completion_key")
