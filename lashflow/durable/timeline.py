@@ -48,6 +48,8 @@ def wait_what(wait: Any, when: Callable[[float | None], str]) -> str:
     through ``when``."""
     child = f" in child run {wait.child_run_id}" if wait.child_run_id and wait.kind != "child" else ""
     if wait.kind == "completion":
+        if getattr(wait, "state", None) == "resolved":
+            return f"completion key for {wait.tool}: answered, the run has not resumed yet{child}"
         until = f", deadline {when(wait.until)}" if wait.until else ""
         return f"completion key for {wait.tool}{until}{child}"
     if wait.kind == "sleep":
