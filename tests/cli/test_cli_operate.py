@@ -205,3 +205,43 @@ async def approval(call: ToolCall) -> ToolResult:
     await call.context.completion_key()
     return ToolResult.pending(PendingCompletion())
 '''
+
+
+def test_fork_lineage_is_shown_and_copied_steps_say_so(lf: Any, tmp_path: Path) -> None:
+    flow, module = files(tmp_path)
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    data = '{"marker": "%s"}' % marker
+    assert lf("run", flow, "--tools", module, "--input", data, "--run-id", "o").code == 0
+    assert lf("fork", "o", "--from", "2", "--set", "1=true", "--run-id", "w",
+              "--tools", module).code == 0
+    fork = lf("show", "w", "--json").json
+    assert fork["forked_from"]["run_id"] == "o" and lf("show", "o", "--json").json["forks"] == ["w"]
+    shown = lf("show", "w").out
+    assert "forked from run o at step" in shown and "copied" in shown
+    assert "+-" not in shown and "forks: w" in lf("show", "o").out
+    assert "lashflow output" not in shown  # nothing was cut
+
+
+LONG_TOOLS = '''
+from lashflow import tool
+
+@tool
+async def logs() -> str:
+    return "\\n".join(f"line {i}" for i in range(400)) + "\\nTHE END"
+'''
+
+
+def test_show_hints_the_real_output_command_only_when_it_cut(lf: Any, tmp_path: Path) -> None:
+    (tmp_path / "long_tools.py").write_text(LONG_TOOLS)
+    flow = tmp_path / "long.lash"
+    flow.write_text("x = await tools.logs({})?\nfinish 1\n")
+    assert lf("run", flow, "--tools", tmp_path / "long_tools.py", "--run-id", "t").code == 0
+    shown = lf("show", "t").out
+    [hint] = [line for line in shown.splitlines() if "lashflow output" in line]
+    key = lf("show", "t", "--json").json["steps"][0]["step"]
+    assert f"lashflow output t {key}" in hint and "STEP" not in hint
+    short = tmp_path / "short.lash"
+    short.write_text("finish 1\n")
+    assert lf("run", short, "--run-id", "s").code == 0
+    assert "lashflow output" not in lf("show", "s").out
