@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 from ..errors import LashflowError, LimitExceeded
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
-from ..interp.limits import Limits
+from ..interp.limits import Limits, too_deep, too_many_effects
 from ..interp.timeparse import sleep_deadline
 from ..interp.values import from_json, to_json
 from ..store import RunRecord, StepRecord
@@ -105,9 +105,8 @@ class DurableHost:
             await self.journal.flush_held()  # what is held is durable before this effect
             self.held_prints = 0
         self.effects += 1
-        limit = self.limits.max_effects
-        if self.effects > limit:
-            raise LimitExceeded(f"the run performed more than {limit} effects")
+        if self.effects > self.limits.max_effects:
+            raise too_many_effects(self.limits)
         self._check_cancel()
         if kind is fx.ToolCall:
             return (await self._tool_calls([effect]))[0]  # type: ignore[list-item]
@@ -165,8 +164,7 @@ class DurableHost:
         else:
             depth = self.run.meta.get("depth", 0) + 1
             if depth > self.limits.max_child_depth:
-                raise LimitExceeded(f"more than {self.limits.max_child_depth} runs nested by "
-                                    "`start` (a process that starts itself?)")
+                raise too_deep(self.limits)
             child_id = self.children.child_id(self.run_id, effect.step)
             await self.children.create(self.run, self.source_hash, child_id, effect.process,
                                        args, depth)

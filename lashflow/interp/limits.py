@@ -77,6 +77,16 @@ def steps_exhausted() -> LimitExceeded:
     )
 
 
+def too_deep(limits: Limits) -> LimitExceeded:
+    """A ``start`` past ``max_child_depth`` nested runs (every host says the same)."""
+    return LimitExceeded(f"more than {limits.max_child_depth} runs nested by "
+                         "`start` (a process that starts itself?)")
+
+
+def too_many_effects(limits: Limits) -> LimitExceeded:
+    return LimitExceeded(f"the run performed more than {limits.max_effects} effects")
+
+
 def counted(items: Iterable[T]) -> Iterator[T]:
     """``items``, spending one step of the segment's budget on each: the one loop of
     every ``for`` statement and comprehension clause."""
@@ -135,6 +145,16 @@ def check_seq(seq: list | tuple) -> list | tuple:
         raise too_big("a list", size)
     built(size)
     return seq
+
+
+def grew(seq: list, added: int) -> None:
+    """``seq`` grew in place by ``added`` items: its size is checked, but only the new
+    items count as newly made (counting the whole list each time would walk the run's
+    values ever more often as a list is built item by item)."""
+    size = len(seq) * LIST_ITEM_BYTES
+    if size > ACTIVE.limits.max_value_bytes:
+        raise too_big("a list", size)
+    built(added * LIST_ITEM_BYTES)
 
 
 def check_record(record: dict) -> dict:
