@@ -127,7 +127,7 @@ class Reads:
         return RunDetail(
             summary, run.input, run.result if run.status == "finished" else None, prints, steps,
             [self._summary(child, now) for child in detail.children], run.meta.get("file"),
-            journal_error, pending)
+            journal_error, pending, run.meta.get("forked_from"), list(run.meta.get("forks", [])))
 
     def _summary(self, row: RunRecord | st.RunSummary, now: float) -> RunSummary:
         status = RunStatus(row.status)
