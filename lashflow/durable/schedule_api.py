@@ -25,7 +25,7 @@ class Schedules:
     async def _target(self, source_or_path: str | os.PathLike[str], process: str | None,
                       input: Any) -> dict[str, Any]:
         engine = self._engine
-        source, compiled, process_name, data, input_hash = engine._prepare(
+        source, compiled, process_name, data, input_hash, _ = await engine._prepare(
             source_or_path, process, input)
         await engine.store.put_source(compiled.source_hash, source.text)
         return {"source_hash": compiled.source_hash, "process": process_name, "input": data,

@@ -1,5 +1,5 @@
 """PostgreSQL's SQL for the schedule statements (``programs.STATEMENTS``), mixed
-into the dialect's statements; the table comes with schema version 5."""
+into the dialect's statements; the table comes with schema version 6."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Firing through a real store on both backends, time driven by the fake clock: the
 catch-up window after downtime, each overlap policy with a run that outlasts its
 interval, backfill, both daylight-saving changes, pause and resume, trigger, the
-errors a user can cause, and a version 4 database migrated to schedules."""
+errors a user can cause, and databases of versions 4 and 5 migrated to schedules."""
 
 from __future__ import annotations
 
@@ -188,12 +188,18 @@ async def test_trigger_update_delete_and_the_errors_a_user_can_cause(db: str) ->
             await e.schedules.delete("t")
 
 
-async def as_version_4(db: str) -> None:
-    """Make the database look as version 4 left it: no schedules table, version 4."""
+LATER_TABLES = {4: ["schedules", "versions"], 5: ["schedules"]}  # what each version lacks
+
+
+async def as_version(db: str, version: int) -> None:
+    """Make the database look as ``version`` left it: the later tables dropped, its
+    number in meta."""
+    tables = LATER_TABLES[version]
     if db.startswith("sqlite:"):
         conn = sqlite3.connect(db.removeprefix("sqlite:///"))
-        conn.execute("DROP TABLE schedules")
-        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+        for table in tables:
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         conn.commit()
         conn.close()
         return
@@ -201,21 +207,26 @@ async def as_version_4(db: str) -> None:
 
     conn = await asyncpg.connect(db)
     try:
-        await conn.execute("DROP TABLE lashflow_schedules")
-        await conn.execute("UPDATE lashflow_meta SET value = '4' WHERE key = 'schema_version'")
+        for table in tables:
+            await conn.execute(f"DROP TABLE lashflow_{table}")
+        await conn.execute("UPDATE lashflow_meta SET value = $1 WHERE key = 'schema_version'",
+                           str(version).encode())
     finally:
         await conn.close()
 
 
-async def test_a_version_4_database_migrates_to_schedules(db: str) -> None:
-    """A database from before schedules opens, keeps its runs and takes schedules."""
+@pytest.mark.parametrize("version", [4, 5])
+async def test_an_older_database_migrates_to_schedules(db: str, version: int) -> None:
+    """A database from before schedules (version 4: before deployed versions too) opens,
+    keeps its runs and takes schedules."""
     clock = FakeClock(T0)
     async with engine(db, clock) as e:
         await e.create(HOLD, input={"n": 1}, run_id="old")
-    await as_version_4(db)
+    await as_version(db, version)
     async with engine(db, clock) as e:
         assert (await e.get_record("old")).status == "queued"
         await e.schedules.create("m", HOLD, input={"n": 1}, every="1m")
         assert await fire(e) == 1
+        assert await e.versions() == []
     async with engine(db, clock) as e:  # migrated once: opens as it is
         assert [info.name for info in await e.schedules.list()] == ["m"]

@@ -99,5 +99,6 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
         # version 4's signals keyed by sender work on it too
         assert await store.add_signal("r", "x", 1, sender="p/s") == 1
         assert await store.add_signal("r", "x", 1, sender="p/s") == 1
-        assert await store.list_schedules() == []  # and version 5's schedules
-    assert SCHEMA_VERSION == 5
+        assert await store.versions() == []  # version 5's deployed versions too
+        assert await store.list_schedules() == []  # and version 6's schedules
+    assert SCHEMA_VERSION == 6
