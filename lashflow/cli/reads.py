@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from shlex import quote
 from typing import Any, Optional
 
@@ -15,6 +14,7 @@ from .exits import EXIT_REJECTED, run_async
 from .options import DbOption, JsonOption, no_run, parse_when
 from .output import dumps, stderr, stdout
 from .render import Display, render_runs, render_show, render_waiting, run_error_text
+from ..json_text import pretty
 
 
 def nothing_yet(display: Display, missing: Exception, empty: dict[str, Any]) -> int:
@@ -174,7 +174,7 @@ def output(
                               "tool": s.tool, "status": s.status, "outcome": value}))
             else:
                 stdout(value if isinstance(value, str)
-                       else json.dumps(value, indent=2, ensure_ascii=False), raw=True)
+                       else pretty(value), raw=True)
             return 0
         known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
         raise LashflowError(f"run {run_id} has no step {step!r}"

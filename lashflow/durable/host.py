@@ -42,7 +42,6 @@ class DurableHost:
         self.flags = flags
         self.limits = limits
         self.prints = Prints(tools.project)
-        self.effects = 0
         self.observed_bytes = 0
         # The runs this run started: the only ones it may await, cancel or signal. A
         # handle is a plain record, so one naming any other run is refused, never used.
@@ -98,10 +97,7 @@ class DurableHost:
         if kind is fx.Finish or kind is fx.Fail:  # the end of the run, not an effect to count
             return effect.value  # type: ignore[union-attr]
         await self.journal.flush_held()  # the last batch's outcomes are durable before this
-        self.effects += 1
-        limit = self.limits.max_effects
-        if self.effects > limit:
-            raise LimitExceeded(f"the run performed more than {limit} effects")
+        # the effect limit is counted once, by the interpreter as it yields each effect
         self._check_cancel()
         if kind is fx.ToolCall:
             return (await self._tool_calls([effect]))[0]  # type: ignore[list-item]

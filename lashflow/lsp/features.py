@@ -6,11 +6,11 @@ protocol messages."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from datetime import datetime, timezone
 from typing import Any
 
+from lashflow.json_text import ascii_compact, pretty
 from lashflow.lang import ast as A
 from lashflow.lang.durations import deadline_seconds, duration_seconds
 from lashflow.lang.printer import print_type
@@ -122,7 +122,7 @@ def schema_text(schema: dict[str, Any] | None) -> str:
     if isinstance(kind, list):
         return " | ".join(words.get(k, k) for k in kind)
     if "enum" in schema:
-        return " | ".join(json.dumps(v) for v in schema["enum"])
+        return " | ".join(ascii_compact(v) for v in schema["enum"])
     return words.get(kind, "any") if isinstance(kind, str) else "any"
 
 
@@ -131,7 +131,7 @@ def tool_markdown(tool: ToolInfo) -> str:
     if tool.description:
         parts.append(tool.description)
     for title, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
-        parts.append(f"**{title} schema**\n```json\n{json.dumps(schema, indent=2)}\n```")
+        parts.append(f"**{title} schema**\n```json\n{pretty(schema)}\n```")
     if tool.file:
         parts.append(f"defined in `{tool.file}` line {tool.line}")
     return "\n\n".join(parts)

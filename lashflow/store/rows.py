@@ -21,12 +21,12 @@ run is never replayed from a half-read row.
 from __future__ import annotations
 
 import hashlib
-import json
 import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import JournalCorrupt
+from ..json_text import compact, loads as json_loads
 from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
 
 # The columns a journal read selects, in this order, joined with the step's blob:
@@ -40,17 +40,11 @@ RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, 
                "cancel_requested, wake_at, meta")
 
 
-# One encoder for every row: ``json.dumps`` with options builds a new one per call,
-# which a 1,000-member fan-out's commit would pay 2,000 times.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
-def dumps(value: Any) -> str:
-    return _ENCODER.encode(value)
+dumps = compact  # one encoder for every row (lashflow.json_text)
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    return None if text is None else json_loads(text)
 
 
 def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:

@@ -8,7 +8,6 @@ allows nothing else. Every POST needs the session cookie and the form's CSRF tok
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from ...errors import LashflowError
 from ...json_input import read_json
+from ...json_text import pretty
 from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
 from ..credentials import client_of
@@ -54,7 +54,7 @@ def _when(moment: float | None) -> str:
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return pretty(value, sorted_lenient=True)
 
 
 def _seconds(start: float | None, end: float | None) -> str:
