@@ -4,7 +4,6 @@ result by hand, and is linked both ways."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -51,12 +50,9 @@ def fresh() -> None:
     DOWN["charge"] = True
 
 
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'ops.db'}"
 
-
-async def test_retry_replays_successes_and_reruns_the_failed_step(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[quote, charge, approve]) as engine:
+async def test_retry_replays_successes_and_reruns_the_failed_step(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[quote, charge, approve]) as engine:
         failed = await engine.run(FLOW, run_id="r")
         assert failed.status is RunStatus.FAILED
         assert CALLS == ["quote", "approve", "charge"]
@@ -72,9 +68,9 @@ async def test_retry_replays_successes_and_reruns_the_failed_step(tmp_path: Path
         assert info.value.code == "run_not_retryable"
 
 
-async def test_retry_of_a_cancelled_run_clears_the_cancel(tmp_path: Path) -> None:
+async def test_retry_of_a_cancelled_run_clears_the_cancel(backend_url: str) -> None:
     source = 'q = await tools.quote({n: 1})?\nsleep for "1h"\nfinish q'
-    async with Engine(db=db(tmp_path), tools=[quote]) as engine:
+    async with Engine(db=backend_url, tools=[quote]) as engine:
         parked = await engine.run(source, run_id="c")
         assert parked.status is RunStatus.WAITING
         assert await engine.cancel("c") is RunStatus.CANCELLED
@@ -84,8 +80,8 @@ async def test_retry_of_a_cancelled_run_clears_the_cancel(tmp_path: Path) -> Non
         assert CALLS == ["quote"]
 
 
-async def test_fork_from_a_step_with_a_result_set_by_hand(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[quote, charge, approve]) as engine:
+async def test_fork_from_a_step_with_a_result_set_by_hand(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[quote, charge, approve]) as engine:
         DOWN["charge"] = False
         done = await engine.run(FLOW, run_id="orig")
         assert done.result == {"charged": 30}
