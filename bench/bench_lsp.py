@@ -7,8 +7,10 @@ in the ``.py`` beside it. Measured from the client, each sample is the wall time
 * diagnostics after an edit: ``didChange`` (one character typed or deleted in a
   process body, every other edit making a link error and the next one mending it) until
   ``publishDiagnostics`` arrives;
-* the same for an edit in the main block at the end of the file, which the server
-  answers by parsing the whole text again (the fallback every other edit would pay);
+* the same for an edit in the main block at the end of the file (the server re-parses
+  the main block's statements from the one before the edit);
+* the same for an edit that leaves a bracket open, which the server answers by parsing
+  the whole text again (the fallback: it is reported, not part of the goal);
 * completion after ``tools.``, and inside a call's ``{ ... }``;
 * hover on a tool name;
 * completion and hover again, each the first request after an edit (the server then
@@ -169,6 +171,12 @@ async def run(lines: int, samples: int) -> None:
         main_edits.append((await bench.edit(at + 6, at + 6, " "))[0])
         main_edits.append((await bench.edit(at + 6, at + 7, ""))[0])
 
+    open_bracket: list[float] = []
+    for _ in range(10):
+        at = bench.text.index("  finish total", rnd.randrange(len(bench.text) // 2)) + 2
+        open_bracket.append((await bench.edit(at, at, "("))[0])
+        open_bracket.append((await bench.edit(at, at + 1, ""))[0])
+
     tools_at = [bench.text.index("tools.quote", rnd.randrange(len(bench.text) // 2)) for _ in range(samples)]
     completion = [await bench.request("completion", at + len("tools.")) for at in tools_at]
     fields = [await bench.request("completion", bench.text.index("qty: n }", at) ) for at in tools_at]
@@ -191,6 +199,7 @@ async def run(lines: int, samples: int) -> None:
     print(f"{'operation':<34} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  goal p95<50")
     print(row("diagnostics after an edit (body)", body_edits))
     print(row("  same, edit in the main block", main_edits))
+    print(row("  fallback: a bracket left open", open_bracket))
     print(row("completion after `tools.`", completion))
     print(row("completion of a call's fields", fields))
     print(row("hover on a tool", hover))

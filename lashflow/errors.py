@@ -86,6 +86,20 @@ class Fenced(LashflowError):
     code = "lease_lost"
 
 
+class ScheduleInvalid(UsageError):
+    """A schedule's spec cannot be used (a bad cron expression, zone, duration or name)."""
+
+    code = "schedule_invalid"
+
+
+class UnknownSchedule(LashflowError):
+    code = "unknown_schedule"
+
+
+class ScheduleExists(LashflowError):
+    code = "schedule_exists"
+
+
 class JournalCorrupt(DbError):
     """A journal row that cannot be trusted (not JSON, truncated, checksum mismatch, a
     missing blob): the run is never replayed from it. ``details``: ``run_id``, ``step``."""

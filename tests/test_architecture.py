@@ -132,8 +132,8 @@ def test_the_interpreter_imports_neither_asyncio_nor_the_store_nor_the_durable_l
 
 # Every module of the package belongs to one layer; each layer may import only the layers
 # named here (and itself). The foundation (errors, run states, JSON values) is reached by
-# all; lang and interp are pure; tools and store know nothing of the language; the
-# durable layer wires them; telemetry is reached by the tool layer's spans and names the
+# all; lang, interp and schedules are pure; tools and store know nothing of the language;
+# the durable layer wires them; telemetry is reached by the tool layer's spans and names the
 # store's stats type only; the presentation layers (editor tooling, HTTP, CLI) sit on
 # top, and the CLI, one package, is the top: nothing but ``python -m lashflow`` imports it.
 BASE = {"lashflow", "lashflow.errors", "lashflow.states", "lashflow.json_kinds",
@@ -149,17 +149,21 @@ LAYERS: dict[str, set[str]] = {
     "lashflow.telemetry": BASE | {"lashflow.store"},
     "lashflow.tools": BASE | {"lashflow.telemetry"},
     "lashflow.store": BASE,
+    "lashflow.schedules": BASE,
     "lashflow.durable": BASE | {"lashflow.lang", "lashflow.interp", "lashflow.tools",
-                                "lashflow.store", "lashflow.telemetry"},
-    "lashflow.testing": BASE | {"lashflow.interp", "lashflow.tools"},
+                                "lashflow.store", "lashflow.telemetry", "lashflow.schedules"},
+    # the pytest plugin and test helpers: over the engine, as an application's tests are
+    "lashflow.testing": BASE | {"lashflow.lang", "lashflow.interp", "lashflow.tools",
+                                "lashflow.store", "lashflow.durable", "lashflow.telemetry",
+                                "lashflow.schedules"},
     "lashflow.lexer": set(),
     "lashflow.fmt": BASE | {"lashflow.lang"},
     "lashflow.lsp": BASE | {"lashflow.lang", "lashflow.tools"},
     "lashflow.http": BASE | {"lashflow.lang", "lashflow.tools", "lashflow.store",
-                             "lashflow.durable", "lashflow.telemetry"},
+                             "lashflow.durable", "lashflow.telemetry", "lashflow.schedules"},
     "lashflow.cli": BASE | {"lashflow.lang", "lashflow.tools", "lashflow.store",
-                            "lashflow.durable", "lashflow.telemetry", "lashflow.fmt",
-                            "lashflow.lsp", "lashflow.http"},
+                            "lashflow.durable", "lashflow.telemetry", "lashflow.schedules",
+                            "lashflow.fmt", "lashflow.lsp", "lashflow.http"},
     "lashflow.__main__": {"lashflow.cli"},
     "lashflow": set(),  # the package's own __init__: names resolved lazily, imports nothing
 }

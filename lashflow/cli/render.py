@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from shlex import quote
 from typing import Any, Callable, Iterable
 
+from ..durable.timeline import (
+    journal_lines, journal_rows, one_line, preview, seconds, status_text, wait_what,
+)
 from .context import Invocation
 from .output import dumps, is_terminal, printable, stderr, stdout
 
@@ -24,7 +27,6 @@ STATUS_MARK = {"finished": "✔", "failed": "✘", "cancelled": "⊘", "waiting"
 STATE_STYLE = {"ok": "green", "done": "green", "err": "red", "failed": "red", "exhausted": "red",
                "cancelled": "magenta", "pending": "yellow", "waiting": "yellow",
                "started": "cyan", "interrupted": "bold red"}
-PREVIEW_WIDTH = 72
 
 
 @dataclass
@@ -66,53 +68,6 @@ class Display:
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def seconds(value: float | None) -> str:
-    """``0.8 ms`` / ``12 ms`` / ``1.24 s`` / ``3m 05s`` / ``2h 01m``."""
-    if value is None:
-        return "-"
-    if value < 0.001:
-        return f"{value * 1000:.1f} ms"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 60:
-        return f"{value:.2f} s"
-    if value < 3600:
-        return f"{int(value // 60)}m {int(value % 60):02d}s"
-    return f"{int(value // 3600)}h {int(value % 3600 // 60):02d}m"
-
-
-def one_line(text: str, width: int = PREVIEW_WIDTH) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def preview(value: Any, width: int = PREVIEW_WIDTH) -> str:
-    """A table cell's view of a value: through the output budget, then to one line."""
-    if value is None:
-        return ""
-    from ..tools import ToolOutputBudgetConfig, project_output
-
-    text = value if isinstance(value, str) else project_output(
-        value, ToolOutputBudgetConfig(limit=width * 4, max_lines=4), hint="")
-    return one_line(text, width)
-
-
-def wait_what(wait: Any, when: Callable[[float | None], str]) -> str:
-    """What a wait is, in words (the ``Wait`` objects of ``RunOutcome.waiting``), times
-    through ``when``."""
-    child = f" in child run {wait.child_run_id}" if wait.child_run_id and wait.kind != "child" else ""
-    if wait.kind == "completion":
-        until = f", deadline {when(wait.until)}" if wait.until else ""
-        return f"completion key for {wait.tool}{until}{child}"
-    if wait.kind == "sleep":
-        return f"timer until {when(wait.until)}{child}"
-    if wait.kind == "signal":
-        return f"signal `{wait.signal}`{child}"
-    if wait.kind == "child":
-        return f"child run {wait.child_run_id}"
-    return wait.kind + child
 
 
 def result_text(result: Any) -> str:
@@ -203,65 +158,15 @@ def _print_json(display: Display, value: Any) -> None:
 # --------------------------------------------------------------------------- show
 
 
-def step_target(step: Any) -> str:
-    if step.kind == "tool":
-        return step.tool or ""
-    if step.kind == "wait_signal":
-        return f"signal {step.tool}" if step.tool else "signal"
-    if step.kind == "start":
-        return f"start {step.tool}" if step.tool else "start"
-    if step.kind == "await" and isinstance(step.outcome, dict):
-        return "await child"
-    return step.tool or ""
-
-
-def step_preview_value(step: Any) -> Any:
-    """What a step produced, for the preview: tool values, failure messages, payloads."""
-    outcome = step.outcome
-    if step.kind == "tool" and isinstance(outcome, dict):
-        if outcome.get("status") == "ok":
-            return outcome.get("value")
-        return outcome.get("message") or outcome.get("value") or outcome.get("status")
-    if step.projected is not None:
-        return step.projected
-    return outcome
-
-
-def status_text(summary: Any) -> str:
-    """A run's status as an operator needs it: a ``running`` run nobody drives says so."""
-    if summary.owner_gone:
-        return f"{summary.status.value} (owner gone: lashflow recover)"
-    return summary.status.value
-
-
 def render_show(display: Display, detail: Any) -> None:
     """``lashflow show``: a header, the journal as a timeline, then result/error/waits."""
     run = detail.summary
-    rows = []
-    for i, step in enumerate(detail.steps, 1):
-        started, finished = step.timing()
-        offset = None if started is None else started - run.created_at
-        duration = None if started is None or finished is None else finished - started
-        attempts = "" if not step.attempts else str(len(step.attempts))
-        state = step.state
-        if state == "pending" and run.status.value == "cancelled":
-            state = "cancelled"  # a sleep, signal or child wait the cancel ended
-        rows.append((str(i), step.step_key, step.kind, step_target(step), state,
-                     attempts, seconds(duration) if duration is not None else "",
-                     f"+{seconds(offset)}" if offset is not None else "",
-                     preview(step_preview_value(step))))
+    rows = journal_rows(detail)
     if display.rich:
         _show_rich(display, detail, rows)
     else:
-        stdout(f"run {run.run_id}: {status_text(run)}")
-        stdout(f"  process {run.process or '(main block)'}   file {detail.file or '-'}")
-        stdout(f"  created {display.when(run.created_at)}   "
-               f"updated {display.when(run.updated_at)}"
-               + (f"   parent {run.parent_run_id}" if run.parent_run_id else ""))
-        stdout(f"  input {preview(detail.input, 100)}")
-        for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
-            stdout(f"  {n:>3} {key:<24} {kind:<11} {target:<24} {state:<9} "
-                   f"{('x' + attempts) if attempts else '':<4} {duration:>9} {offset:>10}  {text}")
+        for line in journal_lines(detail, display.when, rows):
+            stdout(line)
     for child in detail.children:
         display.line(f"child: {child.run_id} {status_text(child)}")
     for text in detail.prints:

@@ -18,7 +18,7 @@ from ..errors import InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
-from ..store import RunRecord, open_store
+from ..store import RunRecord, Store, open_store
 from ..store.leases import new_owner_id
 from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
@@ -59,7 +59,9 @@ class Engine:
     ``lashflow.testing.FakeClock`` in tests. ``concurrency``: runs driven at once here
     (a parked run does not count). ``limits``: what one run may use (``Limits``).
     ``create=False``: where there is no database yet, opening raises ``NoDatabase`` and
-    makes none (for tools that only read). ``telemetry``: None finds OpenTelemetry
+    makes none (for tools that only read). ``store``: a ``Store`` built by the caller
+    instead of one opened from ``db`` (``lashflow.testing`` wraps one to simulate a
+    crash). ``telemetry``: None finds OpenTelemetry
     providers the application installed before the engine opens (``Telemetry.detect``),
     True also counts for ``/metrics``, False reports nothing, or a ``Telemetry``."""
 
@@ -67,13 +69,13 @@ class Engine:
                  plugins: Any = None, model_provider: Any = None, clock: Clock | None = None, *,
                  concurrency: int = 64, limits: Limits | None = None,
                  lease_ttl: float = LEASE_TTL, create: bool = True,
-                 telemetry: Telemetry | bool | None = None) -> None:
+                 telemetry: Telemetry | bool | None = None, store: Store | None = None) -> None:
         self.db = db
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
         self.limits = limits or Limits()
         self.owner = new_owner_id()
-        self.store = open_store(db, create=create)
+        self.store = store if store is not None else open_store(db, create=create)
         self.events = Events()
         self.plugins = plugins
         self._initial_tools = list(tools)

@@ -14,8 +14,13 @@ what is incremental is only how much of the text goes through it again:
   in the same state at the start of every top-level item. Anything else (an unbalanced
   bracket, an unterminated string, an edit in the main block or across items, a changed
   item boundary) parses the whole text again;
-* linking checks the declarations again (cheap), then only the edited body, unless a
-  declaration changed, the tools changed, or the edit was in the main block.
+* an edit among the main block's statements, after the last declaration, re-parses the
+  text from the statement before the edited one to the end (the text before blanked):
+  that statement's first token is untouched, so everything before it reads as it did,
+  and the tail's first parse error is the whole file's;
+* linking checks the declarations again (cheap), then only the edited body (a
+  declaration) or only the main block (a tail edit), unless a declaration changed or
+  the tools changed.
 
 tests/lsp/test_lsp_incremental.py checks the answer against ``check`` after random edits.
 """
@@ -151,6 +156,7 @@ class Analysis:
         self.chunks: list[Chunk] = []
         self.parsed = False  # the chunks hold the whole text's items
         self.broken: int | None = None  # a chunk whose text does not parse (fast path)
+        self.broken_tail: int | None = None  # where a tail that does not parse starts
         self.parse_problem: Problem | None = None
         self.declaration_problem: Problem | None = None
         self.main_problem: Problem | None = None
@@ -182,6 +188,11 @@ class Analysis:
         self.text = text
         if self.parsed and len(text) <= MAX_SOURCE_CHARS:
             start, old_end, new_end = first_difference(old, text)
+            if self.tail(start):
+                return
+            if self.broken_tail is not None:  # the items after it are not known
+                self.full()
+                return
             index = self.chunk_at(start, old_end)
             if index is not None:
                 delta = new_end - old_end
@@ -194,7 +205,7 @@ class Analysis:
     def set_catalog(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.signature = None  # every body is checked again
-        if self.parsed and self.broken is None:
+        if self.parsed and self.broken is None and self.broken_tail is None:
             self.link_all()
 
     def full(self, keep: tuple[int, int, int] | None = None) -> None:
@@ -211,6 +222,7 @@ class Analysis:
             self.fail_parse(Problem(exc.code, exc.message, 0, 0), None)
             return
         self.broken = None
+        self.broken_tail = None
         items = sorted([*module.types, *module.processes, *module.main], key=start_of)
         self.chunks = [Chunk(start_of(n), n.span.end, n, spans_of(n)) for n in items]
         self.parsed = True
@@ -219,6 +231,7 @@ class Analysis:
 
     def fail_parse(self, problem: Problem, keep: tuple[int, int, int] | None) -> None:
         self.parse_problem = problem
+        self.broken_tail = None
         if keep is None:
             self.parsed = False
             self.broken = None
@@ -265,6 +278,53 @@ class Analysis:
         self.fast_edits += 1
         self.assemble()
         self.relink(index)
+        return True
+
+    def tail_start(self, start: int) -> tuple[int, int] | None:
+        """``(index, offset)``: the chunk the tail re-parse starts with and where, for an
+        edit at ``start`` among the main block's statements after every declaration."""
+        if self.broken is not None:
+            return None
+        chunks = self.chunks
+        if self.broken_tail is not None:
+            first = next((i for i, c in enumerate(chunks) if c.start >= self.broken_tail),
+                         len(chunks))
+            return (first, self.broken_tail) if start > self.broken_tail else None
+        edited = next((i for i, c in enumerate(chunks) if c.end >= start), len(chunks))
+        if any(c.declaration for c in chunks[edited:]):
+            return None
+        index = edited - 1 if edited > 0 and not chunks[edited - 1].declaration else edited
+        if index >= len(chunks) or start <= chunks[index].start:
+            return None
+        return index, chunks[index].start
+
+    def tail(self, start: int) -> bool:
+        """Re-parse from the main-block statement before the edit to the end; False: the
+        answer needs another path."""
+        found = self.tail_start(start)
+        if found is None:
+            return False
+        index, offset = found
+        padded = " " * offset + self.text[offset:]
+        try:
+            module = parse(padded)
+        except LangError as exc:
+            self.chunks = self.chunks[:index]
+            self.broken_tail = offset
+            self.parse_problem = Problem.of(exc.diagnostic)
+            self.fast_edits += 1
+            return True
+        except LashflowError:
+            return False
+        if module.types or module.processes:
+            return False
+        self.chunks = self.chunks[:index] + [
+            Chunk(start_of(n), n.span.end, n, spans_of(n)) for n in module.main]
+        self.broken_tail = None
+        self.parse_problem = None
+        self.fast_edits += 1
+        self.assemble()
+        self.link_main()
         return True
 
     def chunk_at(self, start: int, old_end: int) -> int | None:
@@ -338,13 +398,28 @@ class Analysis:
         for chunk in self.chunks:
             if isinstance(chunk.node, A.ProcessDecl):
                 self.check_body(linker, chunk)
+        self.check_main(linker)
+
+    def check_main(self, linker: Linker) -> None:
         assert self.module is not None
+        self.main_problem = None
         try:
             linker.entry(None, self.module.main, {})
         except LangError as exc:
             self.main_problem = Problem.of(exc.diagnostic)
         except Exception as exc:  # pragma: no cover
             self.main_problem = _internal(self.text, exc)
+
+    def link_main(self) -> None:
+        """After a tail edit: the declarations and the main block only (no body changed)."""
+        if self.signature is None or self.signature_of() != self.signature:
+            self.link_all()
+            return
+        linker = self.declared()
+        if linker is None:
+            self.main_problem = None
+            return
+        self.check_main(linker)
 
     def relink(self, index: int) -> None:
         """After chunk ``index`` was re-parsed: its body only, if no signature changed."""

@@ -2,91 +2,49 @@
 
 ``FakeClock`` replaces the real clock (``Engine(clock=...)``, ``Dispatcher(clock=...)``):
 sleeps, retry delays and deadlines only fall due when the test calls ``advance``.
+``WorkflowEnv`` (the ``lashflow_env`` pytest fixture) runs workflows against a fresh
+store with time skipped, tools mocked by name and crashes injected at any step
+(docs/testing-workflows.md).
+
+Names load on first use (PEP 562): the pytest plugin imports this package when pytest
+starts, and must cost next to nothing there.
 """
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-import itertools
-import time
+import importlib
 from typing import Any
 
-from lashflow.tools.clock import Clock, RealClock
+_EXPORTS = {
+    "Clock": "lashflow.tools.clock",
+    "RealClock": "lashflow.tools.clock",
+    "FakeClock": "lashflow.testing.clock",
+    "SkippingClock": "lashflow.testing.timeskip",
+    "WorkflowEnv": "lashflow.testing.env",
+    "Run": "lashflow.testing.env",
+    "ToolMock": "lashflow.testing.mocks",
+    "Call": "lashflow.testing.mocks",
+    "Pending": "lashflow.testing.mocks",
+    "SimulatedCrash": "lashflow.testing.crash",
+    "journal_text": "lashflow.testing.assertions",
+    "assert_status": "lashflow.testing.assertions",
+    "assert_finished": "lashflow.testing.assertions",
+    "assert_called": "lashflow.testing.assertions",
+    "assert_step": "lashflow.testing.assertions",
+    "run_tool": "lashflow.testing.tool_runs",
+}
 
-__all__ = ["Clock", "FakeClock", "RealClock", "run_tool"]
-
-
-class FakeClock:
-    """A clock that moves only when told to.
-
-    ``sleep`` parks the caller until ``advance`` moves ``now()`` past its due time;
-    ``advance`` is a plain method so it can be called from anywhere in a test.
-    """
-
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = float(start)
-        self._due: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
-
-    def now(self) -> float:
-        return self._now
-
-    async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
-            await asyncio.sleep(0)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._due, (self._now + seconds, next(self._seq), future))
-        try:
-            await future
-        finally:
-            if not future.done():
-                future.cancel()
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward and wake every sleep that falls due (earliest first)."""
-        if seconds < 0:
-            raise ValueError("a clock cannot go backwards")
-        self._now += seconds
-        while self._due and self._due[0][0] <= self._now:
-            _, _, future = heapq.heappop(self._due)
-            if not future.done():
-                future.set_result(None)
-
-    @property
-    def sleepers(self) -> int:
-        """How many sleeps are parked right now."""
-        return sum(1 for _, _, future in self._due if not future.done())
-
-    def next_due(self) -> float | None:
-        """The earliest time a parked sleep falls due, or None."""
-        due = [at for at, _, future in self._due if not future.done()]
-        return min(due) if due else None
-
-    async def wait_for_sleepers(self, count: int = 1, timeout: float = 5.0) -> None:
-        """Yield to the loop until ``count`` sleeps are parked (fails after ``timeout`` real s)."""
-        give_up = time.monotonic() + timeout
-        spins = 0
-        while self.sleepers < count:
-            spins += 1
-            await asyncio.sleep(0 if spins < 200 else 0.001)
-            if time.monotonic() > give_up:
-                raise TimeoutError(f"expected {count} parked sleeps, found {self.sleepers}")
+__all__ = sorted(_EXPORTS)
 
 
-async def run_tool(tool: Any, input: Any = None, **dispatcher_options: Any) -> Any:
-    """Run one tool through a real ``Dispatcher`` and return its ``DispatchResult``.
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lashflow.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-    Handy in a tool's unit tests: input validation, retries, budget and outcome
-    mapping all behave as in the engine.
-    """
-    from lashflow.tools.dispatch import DispatchCall, Dispatcher
-    from lashflow.tools.registry import ToolRegistry
 
-    registry = ToolRegistry()
-    entries = registry.add(tool)
-    entry = entries[0]
-    dispatcher = Dispatcher(registry, **dispatcher_options)
-    call = DispatchCall(entry.definition.module, entry.definition.name, {} if input is None else input, "test:0")
-    return await dispatcher.call(call)
+def __dir__() -> list[str]:
+    return __all__

@@ -86,6 +86,46 @@ def test_random_edits_give_check_s_answer(seed: int) -> None:
     assert analysis.fast_edits > 10
 
 
+MAIN = ["total = 0", "for i in range(3) { total = total + i }", 'label = total > 1 ? "a" : "b"',
+        "r = await tools.read({ n: total })", "if not r.ok { print(r.error) }",
+        'h = start step1(order: { id: "o", items: [], total: 1.5 }, n: total)']
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_edits_in_the_main_block_give_check_s_answer(seed: int) -> None:
+    rnd = random.Random(100 + seed)
+    base = program(3) + "\n".join(MAIN * 3) + "\n"
+    text = base
+    analysis = Analysis(text, CATALOG)
+    for _ in range(200):
+        main_at = text.rfind("}\n# step") + 1
+        main_at = text.find("\n}\n", main_at) + 3 if main_at > 0 else 0
+        pos = rnd.randrange(max(0, main_at - 20), len(text))
+        if rnd.random() < 0.6:
+            text = text[:pos] + rnd.choice(SNIPPETS) + text[pos:]
+        else:
+            text = text[:pos] + text[pos + rnd.randint(1, 6):]
+        if rnd.random() < 0.05:
+            text = base
+        analysis.update(text)
+        assert analysis_answer(analysis) == answer(check(text, CATALOG)), text
+    assert analysis.fast_edits > 25
+
+
+def test_typing_in_the_main_block_takes_the_tail_path() -> None:
+    text = program(20) + "\n".join(MAIN) + "\n"
+    analysis = Analysis(text, CATALOG)
+    at = text.index("r = await tools.read")
+    for ch in "extra = await tools.nope({})\n":
+        text = text[:at] + ch + text[at:]
+        at += 1
+        analysis.update(text)
+        assert analysis_answer(analysis) == answer(check(text, CATALOG))
+    assert analysis.fast_edits == len("extra = await tools.nope({})\n")
+    assert analysis.problem is not None
+    assert analysis.problem.message == "module `tools` does not expose operation `nope`"
+
+
 def test_typing_in_a_body_takes_the_fast_path() -> None:
     text = program(20)
     analysis = Analysis(text, CATALOG)

@@ -4,6 +4,7 @@ which ran again elsewhere: the tools are idempotent, so that is allowed, and cou
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 from pathlib import Path
@@ -28,7 +29,10 @@ async def test_a_killed_workers_runs_finish_elsewhere(db: Db, fleet: Fleet, log:
              for _ in range(workers)]
     victim = procs[0]
     await fleet.ready()
-    ids = await create_runs(db.url, FIVE, [{"ms": 20}] * count, "kill")
+    # created while the test watches: on a loaded machine the creating alone can outlast
+    # the workers' whole job, and the victim is caught in the middle of its runs only if
+    # the watching starts with them
+    creating = asyncio.ensure_future(create_runs(db.url, FIVE, [{"ms": 20}] * count, "kill"))
 
     async def under_way() -> bool:  # the victim is in the middle of many runs
         calls = executions(read_log(log))
@@ -40,6 +44,7 @@ async def test_a_killed_workers_runs_finish_elsewhere(db: Db, fleet: Fleet, log:
     await wait_for(under_way, fleet, 120, "the victim to be in the middle of runs", pause=0.01)
     fleet.kill(victim, signal.SIGKILL)
     killed_at = time.time()
+    ids = await creating
     async with open_store(db.url) as store:
         await wait_all(store, fleet, count, "finished", timeout=180, dead_ok=(victim,))
     recovered_in = time.time() - killed_at
@@ -96,12 +101,13 @@ async def test_a_stopped_worker_hands_its_runs_back_whole(db: Db, fleet: Fleet, 
     await fleet.ready()
     # steps of 80 ms: a run spans 0.4 s, so the SIGTERM lands inside the leaving worker's
     # runs even on a loaded machine (with 20 ms steps it could find them all finished)
-    ids = await create_runs(db.url, FIVE, [{"ms": 80}] * count, "term")
+    creating = asyncio.ensure_future(create_runs(db.url, FIVE, [{"ms": 80}] * count, "term"))
 
     async def under_way() -> bool:
         return sum(line.pid == leaving.pid for line in read_log(log)) >= concurrency
     await wait_for(under_way, fleet, 120, "the leaving worker to be busy", pause=0.01)
     fleet.kill(leaving, signal.SIGTERM)
+    ids = await creating
     assert leaving.wait(timeout=60) == 0
     async with open_store(db.url) as store:
         await wait_all(store, fleet, count, "finished", timeout=180, dead_ok=(leaving,))
