@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..errors import LashflowError, NoDatabase
+from ..errors import NoDatabase, UnknownStep
 from ..states import RUN_STATUSES
 from .context import Invocation
 from .exits import EXIT_REJECTED, run_async
@@ -177,9 +177,8 @@ def output(
                        else pretty(value), raw=True)
             return 0
         known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
-        raise LashflowError(f"run {run_id} has no step {step!r}"
-                            + (f" (its steps: {known})" if steps else " (it has no steps yet)"),
-                            code="unknown_step")
+        raise UnknownStep(f"run {run_id} has no step {step!r}"
+                          + (f" (its steps: {known})" if steps else " (it has no steps yet)"))
 
     raise typer.Exit(run_async(inv, go, run_id=run_id))
 

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import LashflowError, RunBusy, RunConflict, UsageError
+from ..errors import RunBusy, RunConflict, UnknownStep, UsageError
 from ..states import SETTLED, STOPPED
 from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
 from ..tools import OutcomeStatus, ToolOutcome
@@ -84,8 +84,8 @@ class Operator:
         for key in overrides:
             if key not in settable:
                 tools = ", ".join(list(settable)[:6]) or "none"
-                raise UsageError(f"--set {key}: not a tool step of run {run_id} at or before "
-                                 f"{step_key} (those are: {tools})", code="unknown_step")
+                raise UnknownStep(f"--set {key}: not a tool step of run {run_id} at or "
+                                  f"before {step_key} (those are: {tools})")
         copied = [s for s in steps[:cut] if s.status == "done" or s.step_key in overrides]
         if step_key in overrides:
             copied.append(steps[cut])
@@ -180,9 +180,9 @@ def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
     if wanted.isdigit() and 1 <= int(wanted) <= len(steps):
         return int(wanted) - 1
     known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
-    raise LashflowError(f"run {run_id} has no step {wanted!r}"
-                        + (f" (its steps: {known}, or a row number 1-{len(steps)})"
-                           if steps else " (it has no steps yet)"), code="unknown_step")
+    raise UnknownStep(f"run {run_id} has no step {wanted!r}"
+                      + (f" (its steps: {known}, or a row number 1-{len(steps)})"
+                         if steps else " (it has no steps yet)"))
 
 
 __all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "first_failure"]

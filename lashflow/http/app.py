@@ -25,7 +25,7 @@ from starlette.routing import Route
 from ..errors import LashflowError
 from ..json_input import read_json
 from ..json_kinds import MAX_INPUT_DEPTH
-from ..tools import CompletionError, ToolResult
+from ..tools import CompletionAlreadyResolved, ToolResult
 from ..tools.completion import Resolution, ResolutionSource
 from ..tools.validation import condensed
 from .connections import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS
@@ -191,8 +191,8 @@ class _Api:
         try:
             delivery = await self.engine.deliver(key, result, resume=self.config.drive,
                                                  background=True)
-        except CompletionError as exc:
-            if exc.code == "completion_already_resolved" and _same(exc.winner, result):
+        except CompletionAlreadyResolved as exc:
+            if _same(exc.winner, result):
                 info = await self.engine.completion(key)
                 status = (await self.engine.get(info.run_id)).status.value
                 return JSONResponse({"run_id": info.run_id, "status": status,
