@@ -204,7 +204,7 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
     for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
                           ("state", "left"), ("tries", "right"), ("took", "right"),
                           ("at", "right"), ("outcome", "left")):
-        table.add_column(name, justify=justify,  # type: ignore[arg-type]
+        table.add_column(name, justify=justify,  # type: ignore[arg-type]  # rich wants a Literal
                          overflow="ellipsis" if name == "outcome" else "fold",
                          no_wrap=name in ("outcome", "step"), style="dim" if name == "#" else None)
     for (n, key, kind, target, state, attempts, duration, offset, text) in rows:

@@ -129,9 +129,8 @@ class Interpreter:
         if self.expect == TERMINAL:
             self.done = True
         else:
-            kind = type(effect)
-            self.effects += (len(effect.calls) if kind is fx.ToolBatch  # type: ignore[union-attr]
-                             else len(effect.awaits) if kind is fx.AwaitHandles  # type: ignore[union-attr]
+            self.effects += (len(effect.calls) if isinstance(effect, fx.ToolBatch)
+                             else len(effect.awaits) if isinstance(effect, fx.AwaitHandles)
                              else 1)
             if self.effects > self.limits.max_effects:
                 self.done = True

@@ -73,6 +73,7 @@ def tokenize(source: str) -> list[Tok]:
     while True:
         m = match(source, pos)
         if m is None:
+            # _SKIP matches the empty string: never None
             pos = _SKIP.match(source, pos).end()  # type: ignore[union-attr]
             if pos >= n:
                 break
@@ -159,6 +160,7 @@ def render_found(tok: Tok) -> str:
     if kind == "STRING":
         return f"string {rust_debug_str(str(tok.value))}"
     if kind == "NUMBER":
+        # a NUMBER token holds its float
         return f"number {format_number(float(tok.value))}"  # type: ignore[arg-type]
     if kind == "EOF":
         return "end of input"

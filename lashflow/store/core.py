@@ -72,7 +72,7 @@ class CoreStore(Store):
         # (written or read), later put/get of that hash need no round trip.
         self._sources: dict[str, str] = {}
 
-    @property  # type: ignore[override]
+    @property  # type: ignore[override]  # Store declares a plain attribute; here it is forwarded
     def on_commit(self) -> Callable[[float, int], None] | None:
         return self._group.on_commit
 

@@ -514,6 +514,7 @@ class SqliteBackend:
             raise DbError("the store is not open")
         self._hops += 1
         try:
+            # _Op is run by our connection factory, not as SQL text
             return await db.execute_fetchall(_Op(fn, args))  # type: ignore[arg-type]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from exc

@@ -115,7 +115,7 @@ class FunctionTool:
         if self._input_model is None:
             from pydantic import ConfigDict, create_model
 
-            self._input_model = create_model(  # type: ignore[call-overload]
+            self._input_model = create_model(  # type: ignore[call-overload]  # fields built at run time
                 f"{self.__name__}_input", __config__=ConfigDict(extra="forbid"), **self._fields
             )
         return self._input_model
