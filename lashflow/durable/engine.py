@@ -10,6 +10,7 @@ cancel), ``Worker`` (the worker loop), ``Reads`` (what the engine tells about ru
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -373,7 +374,7 @@ class Engine:
     async def get_record(self, run_id: str) -> RunRecord:
         return await self.reads.require(run_id)
 
-    async def list(self, status: str | None = None) -> list[RunOutcome]:
+    async def list(self, status: str | None = None) -> builtins.list[RunOutcome]:
         """Every run (oldest first), or those with ``status``: for small databases and
         tests; ``runs`` pages through any number."""
         return await self.reads.list(status)
@@ -394,10 +395,10 @@ class Engine:
         step's arguments, attempts and budgeted outcome), read in one go."""
         return await self.reads.run_detail(run_id)
 
-    async def steps(self, run_id: str) -> list[StepView]:
+    async def steps(self, run_id: str) -> builtins.list[StepView]:
         return await self.reads.steps(run_id)
 
-    async def waiting(self) -> list[tuple[str, Wait]]:
+    async def waiting(self) -> builtins.list[tuple[str, Wait]]:
         return await self.reads.waiting()
 
 

@@ -156,7 +156,7 @@ async def collect(store: Store, before: float, statuses: Iterable[str], *,
     if dry_run:
         ids = await store.stale_runs(before, wanted, 1_000_000)
         return GcReport(len(ids), 0, True, ids[:20])
-    deleted, shown = 0, []
+    deleted, shown = 0, list[str]()
     while True:
         ids = await store.stale_runs(before, wanted, GC_BATCH)
         if not ids:

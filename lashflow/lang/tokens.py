@@ -50,6 +50,7 @@ class Tok(Token):
     ``value`` the decoded text / number / name, ``start_pos``/``end_pos`` the char span."""
 
     __slots__ = ("kind",)
+    kind: str
 
     def __new__(cls, kind: str, value: object, start: int, end: int) -> "Tok":
         inst = str.__new__(cls, "" if value is None else value)

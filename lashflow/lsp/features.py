@@ -120,7 +120,7 @@ def schema_text(schema: dict[str, Any] | None) -> str:
     if kind == "array":
         return f"list[{schema_text(schema.get('items'))}]"
     if isinstance(kind, list):
-        return " | ".join(words.get(k, k) for k in kind)
+        return " | ".join(words.get(k, str(k)) for k in kind)
     if "enum" in schema:
         return " | ".join(ascii_compact(v) for v in schema["enum"])
     return words.get(kind, "any") if isinstance(kind, str) else "any"
@@ -335,9 +335,9 @@ def hover(ctx: Context, offset: int) -> tuple[str, Occurrence] | None:
         decl = ctx.index.processes.get(occ.name) if ctx.index else None
         return (f"```lash\n{process_signature(decl)}\n```", occ) if decl else None
     if occ.kind == "type":
-        decl = ctx.index.types.get(occ.name) if ctx.index else None
-        return (f"```lash\ntype {decl.name} = {print_type(decl.type, decl=True)}\n```", occ) \
-            if decl else None
+        type_decl = ctx.index.types.get(occ.name) if ctx.index else None
+        return (f"```lash\ntype {type_decl.name} = {print_type(type_decl.type, decl=True)}\n```",
+                occ) if type_decl else None
     if occ.kind == "duration":
         return duration_text(occ), occ
     if occ.kind == "signal":
@@ -420,7 +420,7 @@ def rename(ctx: Context, offset: int, new_name: str) -> list[tuple[int, int]] | 
 
 def symbols(ctx: Context) -> list[tuple[str, str, str, int, int, int, int]]:
     """``(kind, name, detail, start, end, name_start, name_end)`` of each declaration."""
-    out = []
+    out: list[tuple[str, str, str, int, int, int, int]] = []
     if ctx.index is None:
         return out
     for occ in ctx.index.declarations():

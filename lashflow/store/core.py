@@ -34,8 +34,14 @@ class Backend(Protocol):
     # Every write joins the group commit (SQLite: one writer connection, so sharing its
     # transactions is the only way to share fsyncs); else only journal commits do.
     groups_writes: bool
-    inline: Inline | None  # the lone writer's commit on the caller's thread (ADR 0008)
-    migrations: Mapping[int, Sequence[str]]  # schema version -> its statements
+
+    @property
+    def inline(self) -> Inline | None:
+        """The lone writer's commit on the caller's thread (ADR 0008), if the dialect has one."""
+
+    @property
+    def migrations(self) -> Mapping[int, Sequence[str]]:
+        """Schema version -> its statements."""
 
     async def open(self, create: bool, schema: Job) -> None:
         """Connect and run ``schema`` (the migration program) exclusively: no two
@@ -72,7 +78,7 @@ class CoreStore(Store):
         # (written or read), later put/get of that hash need no round trip.
         self._sources: dict[str, str] = {}
 
-    @property  # type: ignore[override]  # Store declares a plain attribute; here it is forwarded
+    @property
     def on_commit(self) -> Callable[[float, int], None] | None:
         return self._group.on_commit
 
@@ -118,6 +124,7 @@ class CoreStore(Store):
     async def secret(self) -> bytes:
         if self._secret is None:
             self._secret = await self._read(one, "secret", scan=True)
+        assert self._secret is not None  # the migration wrote it
         return self._secret
 
     async def setting(self, name: str) -> str | None:

@@ -15,7 +15,7 @@ re-opening a stopped run. They do no I/O and read no clock: times come from the 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generator, Iterable, TypeVar
+from typing import Any, Callable, Generator, Iterable, Mapping, Sequence, TypeVar
 
 from ..errors import DbError, Fenced, JournalCorrupt
 from ..states import SETTLED
@@ -50,7 +50,7 @@ def one(name: str, *args: Any) -> Program[Any]:
 
 
 # -- the schema ---------------------------------------------------------------------------
-def migrate(migrations: dict[int, list[str]], label: str,
+def migrate(migrations: Mapping[int, Sequence[str]], label: str,
             secret: bytes) -> Program[None]:
     """Bring the schema to ``SCHEMA_VERSION`` (run by the backend inside its exclusive
     migration transaction). A newer schema is refused, never touched; a database from

@@ -32,7 +32,7 @@ def encode_cursor(created_at: float, run_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, run_id = loads(raw)
+        created_at, run_id = loads(raw.decode())
         if isinstance(created_at, (int, float)) and isinstance(run_id, str):
             return float(created_at), run_id
     except (ValueError, TypeError):

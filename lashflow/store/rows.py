@@ -164,18 +164,18 @@ def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
         steps.append(step)
         if attempt is not None:
             folded.append(attempt)
-    rows = [attempt_from_row(run_id, row) for row in attempt_rows]
+    rows = [attempt_from_row(run_id, attempt_row) for attempt_row in attempt_rows]
     # a folded first attempt also written as a row (a retried step keeps its history)
     # counts once; one whose step has later attempts as rows goes before them, the others
     # after every row (one pass: a long journal must not cost a scan per step)
     written = {(a.step_key, a.attempt) for a in rows}
     before = {a.step_key: a for a in folded if (a.step_key, a.attempt) not in written}
     attempts: list[AttemptRecord] = []
-    for row in rows:
-        first = before.pop(row.step_key, None)
+    for written_row in rows:
+        first = before.pop(written_row.step_key, None)
         if first is not None:
             attempts.append(first)
-        attempts.append(row)
+        attempts.append(written_row)
     attempts.extend(before.values())
     return steps, attempts
 

@@ -176,7 +176,11 @@ async def _let_stopped_thread_finish(before: set[threading.Thread]) -> None:
     started = [t for t in threading.enumerate() if t not in before
                and "_connection_worker_thread" in t.name]
     if started:
-        await asyncio.to_thread(lambda: [t.join(2.0) for t in started])
+        def join_all() -> None:
+            for thread in started:
+                thread.join(2.0)
+
+        await asyncio.to_thread(join_all)
 
 
 def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -514,8 +518,8 @@ class SqliteBackend:
             raise DbError("the store is not open")
         self._hops += 1
         try:
-            # _Op is run by our connection factory, not as SQL text
-            return await db.execute_fetchall(_Op(fn, args))  # type: ignore[arg-type]
+            # _Op is run by our connection factory, not as SQL text; what it returns is fn's
+            return await db.execute_fetchall(_Op(fn, args))  # type: ignore[return-value]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from exc
         finally:
@@ -572,7 +576,9 @@ class SqliteBackend:
         except (OSError, sqlite3.Error) as exc:
             await _let_stopped_thread_finish(threads)
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
-        self._db.daemon = True  # never keep a crashed process alive
+        # never keep a crashed process alive; only an aiosqlite whose Connection is a Thread
+        # has the attribute (0.22's is not: there this sets nothing)
+        self._db.daemon = True  # type: ignore[attr-defined]
         try:
             self._conn = await self._call(_itself)
             await self._setup_with_retry(schema)

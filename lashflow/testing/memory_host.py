@@ -83,14 +83,14 @@ class MemoryHost:
 
     async def _settle_children(self) -> None:
         while True:
-            pending = [h for h in self.world.runs.values()
+            pending = [(h, h.task) for h in self.world.runs.values()
                        if h.task is not None and not h.task.done()]
             if not pending:
                 return
-            for child in pending:
+            for child, task in pending:
                 if child.waiting:
-                    child.task.cancel()
-            await asyncio.wait([c.task for c in pending], timeout=self.world.signal_timeout)
+                    task.cancel()
+            await asyncio.wait([task for _, task in pending], timeout=self.world.signal_timeout)
 
     # -- the seam -----------------------------------------------------------------------------
     async def perform(self, effect: fx.Effect) -> Any:

@@ -333,7 +333,7 @@ class CompletionBook:
                 cancelled = await self.cancel_wait(run_id, step_key)
                 assert cancelled is not None
                 return cancelled
-            helpers = [asyncio.ensure_future(wakeup.wait())]
+            helpers: list[asyncio.Future[Any]] = [asyncio.ensure_future(wakeup.wait())]
             if record.deadline_at is not None:
                 helpers.append(asyncio.ensure_future(self.clock.sleep(record.deadline_at - self.clock.now())))
             if cancel is not None:
