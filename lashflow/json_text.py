@@ -4,8 +4,10 @@
 fan-out's commit would pay thousands of times; and the same shape written in two places
 must not drift (a digest of canonical JSON must match across layers). So:
 
-- ``compact``: no spaces, non-ASCII kept (journal rows, tool outputs, messages);
-  ``compact_any`` the same, with anything that is not JSON written as ``str(value)``;
+- ``compact``: no spaces, non-ASCII kept (tool outputs, messages); ``compact_any`` the
+  same, with anything that is not JSON written as ``str(value)``; ``stored`` the same,
+  refusing NaN and Infinity (``ValueError``): what a journal row holds, read back by
+  ``read_stored`` (a NaN an older version wrote reads as null);
 - ``canonical``: compact with sorted keys (hashes of inputs and tool arguments);
 - ``ascii_compact``: compact, ASCII only (the parts of tokens: completion keys, list
   cursors, log lines for collectors);
@@ -23,6 +25,8 @@ from typing import Any, Callable
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _COMPACT_ANY = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+_STORED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_STORED_DECODER = json.JSONDecoder(parse_constant=lambda name: None)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _ASCII_COMPACT = json.JSONEncoder(separators=(",", ":"))
 _LINE = json.JSONEncoder(ensure_ascii=False)
@@ -32,6 +36,8 @@ _PRETTY_SORTED_ANY = json.JSONEncoder(indent=2, ensure_ascii=False, sort_keys=Tr
 # bound methods, not wrappers: the row codec calls these once per value written
 compact: Callable[[Any], str] = _COMPACT.encode
 compact_any: Callable[[Any], str] = _COMPACT_ANY.encode
+stored: Callable[[Any], str] = _STORED.encode
+read_stored: Callable[[str], Any] = _STORED_DECODER.decode
 canonical: Callable[[Any], str] = _CANONICAL.encode
 ascii_compact: Callable[[Any], str] = _ASCII_COMPACT.encode
 line: Callable[[Any], str] = _LINE.encode
@@ -44,4 +50,5 @@ def pretty(value: Any, *, sorted_lenient: bool = False) -> str:
     return (_PRETTY_SORTED_ANY if sorted_lenient else _PRETTY).encode(value)
 
 
-__all__ = ["ascii_compact", "canonical", "compact", "compact_any", "line", "loads", "pretty"]
+__all__ = ["ascii_compact", "canonical", "compact", "compact_any", "line", "loads", "pretty",
+           "read_stored", "stored"]

@@ -35,8 +35,9 @@ def complete(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Resolve a completion key: the first writer wins (a later one gets
-    completion_already_resolved, a forged or unknown key unknown_completion_key)."""
+    """Resolve a completion key: the first writer wins (a later different result gets
+    completion_already_resolved, the same result again is a duplicate and exits 0, a
+    forged or unknown key gets unknown_completion_key)."""
     from ..tools import ToolResult
 
     inv = Invocation.of(ctx, as_json)
@@ -55,19 +56,26 @@ def complete(
                 run_id = delivery.run_id
                 outcome = await eng.get(run_id)
                 if not resume_run:
-                    return _delivered(display, run_id, outcome.status.value)
+                    return _delivered(display, run_id, outcome.status.value, delivery.duplicate)
+                if delivery.duplicate and not as_json:
+                    display.line("this very result was delivered before: nothing changed")
                 outcome = await eng.settle(outcome, max_wait=max_wait)
             return finish(display, outcome, started)
 
     raise typer.Exit(run_async(inv, go))
 
 
-def _delivered(display: Display, run_id: str, status: str) -> int:
+def _delivered(display: Display, run_id: str, status: str, duplicate: bool) -> int:
+    """The answer of `complete` without --resume; a repeat of the result the key already
+    holds is answered as HTTP answers it (``duplicate``), not as an error."""
     if display.as_json:
-        stdout(dumps({"run_id": run_id, "status": status, "delivered": True}))
-    else:
-        hint = f"; continue it with `lashflow resume {quote(run_id)}`" if status == "waiting" else ""
-        display.line(f"delivered; run {run_id} is {status}{hint}")
+        stdout(dumps({"run_id": run_id, "status": status, "delivered": not duplicate,
+                      "duplicate": duplicate}))
+        return 0
+    hint = f"; continue it with `lashflow resume {quote(run_id)}`" if status == "waiting" else ""
+    what = ("this very result was delivered before: nothing changed"
+            if duplicate else "delivered")
+    display.line(f"{what}; run {run_id} is {status}{hint}")
     return 0
 
 
@@ -135,8 +143,9 @@ def cancel(
             if outcome.status.value != "cancelled":
                 data["cancel_requested"] = True
             stdout(dumps(data))
-        elif outcome.status.value == "cancelled":
-            render_outcome(display, outcome)
+        elif outcome.status.value == "cancelled":  # what was asked: a success, not an error
+            why = f" ({reason})" if reason else ""
+            display.line(f"run {run_id} cancelled{why}", style="magenta" if display.rich else None)
         else:
             display.line(f"cancel requested: run {run_id} is {status.value}; it stops at its "
                          "next effect")

@@ -14,7 +14,7 @@ from shlex import quote
 from typing import Any, Callable, Iterable
 
 from ..durable.timeline import (
-    journal_lines, journal_rows, one_line, preview, seconds, status_text, wait_what,
+    first_cut, journal_lines, journal_rows, one_line, preview, seconds, status_text, wait_what,
 )
 from .context import Invocation
 from .output import dumps, is_terminal, printable, stderr, stdout
@@ -167,6 +167,11 @@ def render_show(display: Display, detail: Any) -> None:
     else:
         for line in journal_lines(detail, display.when, rows):
             stdout(line)
+    if detail.forked_from:
+        display.line(f"forked from run {detail.forked_from.get('run_id')} at step "
+                     f"{detail.forked_from.get('step')} (steps before it copied)")
+    if detail.forks:
+        display.line(f"forks: {', '.join(detail.forks)}")
     for child in detail.children:
         display.line(f"child: {child.run_id} {status_text(child)}")
     for text in detail.prints:
@@ -178,8 +183,10 @@ def render_show(display: Display, detail: Any) -> None:
     if run.error is not None and run.error != detail.journal_error:
         display.line(run_error_text(run.error, display.inv.run_source), style="red" if display.rich else None)
     render_waits(display, run.waiting)
-    if detail.steps:
-        display.line(f"full output of a step: lashflow output {quote(run.run_id)} STEP",
+    cut = first_cut(detail)
+    if cut is not None:  # only when the table had to cut an outcome: the real command
+        display.line(f"full output of a step: lashflow output {quote(run.run_id)} "
+                     f"{quote(cut)}{display.inv.db_suffix or ''}",
                      style="dim" if display.rich else None)
 
 

@@ -15,7 +15,8 @@ from .context import Invocation
 from .exits import EXIT_BY_STATUS, freeze_startup_heap, run_async
 from .live import LiveStatus
 from .options import (DbOption, FollowOption, JsonOption, LogFormatOption, MaxWaitOption,
-                      ToolsOption, parse_json_option, read_source, run_log, source_or_none)
+                      ToolsOption, no_run, parse_json_option, read_source, run_log,
+                      source_or_none)
 from .output import dumps, stderr, stdout
 from .render import Display, render_outcome
 
@@ -163,20 +164,58 @@ def retry(
     source: Optional[Path] = typer.Option(None, "--source", metavar="FILE",
                                           help="Retry under this edited .lash file; recorded "
                                                "steps must still match (else replay_mismatch)."),
+    from_step: Optional[str] = typer.Option(None, "--from", metavar="STEP",
+                                            help="Restart at this step instead (a step key, "
+                                                 "or the row number `show` prints)."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Say which recorded steps would run again; change "
+                                      "nothing."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
     max_wait: float = MaxWaitOption,
     follow: bool = FollowOption,
 ) -> None:
-    """Run a stopped run again: recorded successes replay, the first step that did not
-    succeed and every step after it run again; their old attempts stay in the journal
-    (`show`). Exit codes as `run`."""
+    """Run a stopped run again at the step that stopped it (its last step, or the members
+    of its last fan-out that did not succeed; an `err` the process handled earlier is not
+    it): the steps before replay, that step and every later one run again, a wait waits
+    afresh; their old attempts stay in the journal (`show`). Exit codes as `run`."""
     inv = Invocation.of(ctx, as_json)
+    if dry_run:
+        raise typer.Exit(run_async(inv, _retry_plan(inv, db, tools, run_id, from_step),
+                                   run_id=run_id))
     go = _driving(inv, db, tools, f"retry {run_id}", max_wait, follow, source,
-                  lambda eng: eng.retry(run_id, source))
+                  lambda eng: eng.retry(run_id, source, from_step=from_step))
     raise typer.Exit(run_async(inv, go, source_or_none(source),
                                str(source) if source else None, run_id))
+
+
+def _retry_plan(inv: Invocation, db: Optional[str], tools: list[str], run_id: str,
+                from_step: Optional[str]) -> Callable[[], Awaitable[int]]:
+    """``retry --dry-run``: the recorded steps a retry would run again, by show's rows."""
+    display = Display.of(inv)
+
+    async def go() -> int:
+        async with inv.engine(db, tools, create=False, absent=no_run(run_id)) as eng:
+            again = await eng.retry_plan(run_id, from_step)
+            rows = {view.step_key: number for number, view in
+                    enumerate(await eng.steps(run_id), 1)}
+        if inv.as_json:
+            stdout(dumps({"run_id": run_id, "dry_run": True, "would_run_again": [
+                {"row": rows.get(v.step_key), "step": v.step_key, "kind": v.kind,
+                 "tool": v.tool} for v in again]}))
+            return 0
+        if not again:
+            display.line(f"retry {run_id} would run no recorded step again: it replays its "
+                         "journal and goes on from its end (--from STEP restarts earlier)")
+            return 0
+        display.line(f"retry {run_id} would run {len(again)} recorded step(s) again:")
+        for view in again:
+            display.line(f"  #{rows.get(view.step_key)}  {view.tool or view.kind}  "
+                         f"({view.step_key})")
+        return 0
+
+    return go
 
 
 def fork(

@@ -16,6 +16,7 @@ from ..lang.names import did_you_mean
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, Store
 from ..tools.clock import Clock
+from ..tools.completion import CompletionAlreadyResolved, Resolution, ResolutionSource
 from .driver import Driver
 from .programs import Programs, signal_names
 from .reads import Reads
@@ -24,10 +25,22 @@ from .tool_runner import ToolRunner
 
 @dataclass(slots=True)
 class Delivery:
-    """A resolved completion key: the run it belongs to and its status after delivery."""
+    """A resolved completion key: the run it belongs to and its status after delivery.
+    ``duplicate``: the very same answer was recorded before (a sender's retry), so this
+    one changed nothing; a different answer is refused (``completion_already_resolved``)."""
 
     run_id: str
     status: RunStatus
+    duplicate: bool = False
+
+
+def same_answer(winner: Resolution | None, result: Any) -> bool:
+    """Whether the recorded resolution came from a resolver with the very same answer."""
+    if winner is None or winner.source is not ResolutionSource.RESOLVER:
+        return False
+    again = Resolution.from_result(result, at=winner.at)
+    return (winner.kind, winner.value, winner.code, winner.message) == (
+        again.kind, again.value, again.code, again.message)
 
 
 class Commands:
@@ -46,7 +59,14 @@ class Commands:
         on here (in the background with ``background``). The write that resolves the key
         also marks the run due, so a worker takes it if this process does not."""
         check_json_text(getattr(result, "value", result))  # before anything is written
-        run_id = await self.tools.deliver_completion(key, result)
+        try:
+            run_id = await self.tools.deliver_completion(key, result)
+        except CompletionAlreadyResolved as exc:
+            if not same_answer(exc.winner, result):
+                raise
+            run_id = self.tools.run_of(key)
+            return Delivery(run_id, await self._after_delivery(
+                run_id, resume, lambda run: True, woken=True, background=background), True)
         return Delivery(run_id, await self._after_delivery(
             run_id, resume, lambda run: True, woken=True, background=background))
 
@@ -130,4 +150,4 @@ class Commands:
         return RunStatus((await self.reads.require(run_id)).status)
 
 
-__all__ = ["Commands", "Delivery"]
+__all__ = ["Commands", "Delivery", "same_answer"]

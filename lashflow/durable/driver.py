@@ -32,11 +32,13 @@ from .cancels import CancelWatcher
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .events import Events
 from .host import DurableHost
-from .journal import DriveFlags, RunJournal, check_journal
+from .journal import DriveFlags, RunJournal
+from .order import check_sequence
 from .outcome import RunOutcome, Wait
 from .ports import Family
 from .programs import Compiled, Programs, source_digest
 from .reads import Reads
+from .replay import ReplayMachine, check_journal
 from .tool_runner import ToolRunner
 
 log = logging.getLogger("lashflow.engine")
@@ -330,12 +332,13 @@ class Driver:
             if not fresh:  # a run created a moment ago under our lease has no journal yet
                 steps, attempts = await self.store.load_journal(run.run_id)
                 check_journal(run.run_id, steps)
+                check_sequence(run.run_id, steps, run.meta)
         except JournalCorrupt as exc:
             if not drive.flags.cancel_requested:
                 return await self._journal_corrupt(drive, exc)
             steps, attempts = [], []  # a cancel replays nothing
-        journal = RunJournal(self.store, run.run_id, drive.generation, self.clock, self.events,
-                             steps, attempts, run.meta.get("retries"))
+        machine = ReplayMachine(run.run_id, steps, attempts, run.meta.get("retries"))
+        journal = RunJournal(self.store, machine, drive.generation, self.clock, self.events)
         assert self.family is not None
         host = DurableHost(run, drive.compiled.source_hash, journal, self.tools, self.family,
                            drive.flags, self.limits)
@@ -396,7 +399,7 @@ class Driver:
         run = drive.run
         change.release_lease = True
         change.updated_at = self.clock.now()
-        steps, attempts = host.journal.take_held()
+        steps, attempts = host.machine.take_held()  # folded into the run's last write
         wake = run.parent_run_id if change.status in SETTLED else None  # see Commit.wake
         await self.store.commit(Commit(run.run_id, drive.generation, steps, attempts, run=change,
                                        wake=wake, wake_at=change.updated_at or 0.0))
@@ -430,7 +433,10 @@ class Driver:
     async def _settle_cancelled(self, drive: Drive, host: DurableHost) -> RunOutcome:
         await host.journal.flush_held()
         steps, attempts = await self.tools.cancel_pending(host.journal)
-        reason = drive.flags.cancel_reason or drive.run.meta.get("cancel_reason")
+        reason = drive.flags.cancel_reason
+        if reason is None:  # a cancel from another process wrote its reason after our claim
+            stored = await self.store.get_run(drive.run.run_id)
+            reason = (stored or drive.run).meta.get("cancel_reason")
         message = "lashlang process was cancelled" + (f": {reason}" if reason else "")
         change = RunChange("cancelled", error={"code": "cancelled", "message": message},
                            release_lease=True, updated_at=self.clock.now())

@@ -1,10 +1,10 @@
 """What an operator does to a stopped run: retry it, or fork a new run from one of its
 steps (optionally with a step's result set by hand).
 
-Retry continues the same run: the steps up to the first one that did not succeed replay,
-that step and every step after it run again. The old rows are not deleted: each retry is
+Retry continues the same run: the steps before the one that made it stop replay, that
+step and every step after it run again (or from a step the operator names). The old rows are not deleted: each retry is
 recorded in the run's meta (``retries``: the first sequence number it retired), steps it
-retired are hidden from replay by ``RunJournal``, and new attempts of a retired tool
+retired are hidden from replay by the replay machine, and new attempts of a retired tool
 step go on numbering after the old ones, so ``show`` keeps the whole history.
 
 Fork copies the journal before a step into a new run (linked both ways: ``forked_from``
@@ -22,21 +22,31 @@ from ..states import SETTLED, STOPPED
 from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
 from ..tools import OutcomeStatus, ToolOutcome
 from ..tools.clock import Clock
+from .replay import retired
+from .order import batch_of, display_order, succeeded
 from .reads import Reads
 
 RETRYABLE = STOPPED - {"finished"}
 
 
-def first_failure(steps: list[StepRecord]) -> int | None:
-    """The sequence number of the first step that did not succeed: a tool call that
-    ended other than ``ok``, or any step left unfinished. None when every step did."""
-    for step in sorted(steps, key=lambda s: s.seq):
-        if step.status != "done":
-            return step.seq
-        if step.kind == "tool" and isinstance(step.outcome, dict) and \
-                step.outcome.get("status") != "ok":
-            return step.seq
-    return None
+def restart_point(steps: list[StepRecord]) -> tuple[int, list[str]]:
+    """Where a retry restarts: the step that made the run stop, which is its last step,
+    or (when the last step is a fan-out member) the first member of that batch that did
+    not succeed; with the batch's members that did succeed (``keep``: they replay). A
+    run whose last step succeeded (it stopped on a ``fail`` or an error of its own)
+    restarts after its journal: nothing it recorded runs again. An ``err`` an earlier
+    step returned and the program handled is not what stopped it."""
+    ordered = sorted(steps, key=lambda s: s.seq)
+    if not ordered:
+        return 1, []
+    last = ordered[-1]
+    batch = batch_of(last)
+    group = [s for s in ordered if batch_of(s) == batch] if batch is not None else [last]
+    failed = [s.seq for s in group if not succeeded(s)]
+    if not failed:
+        return last.seq + 1, []
+    start = min(failed)
+    return start, [s.step_key for s in group if s.seq > start and succeeded(s)]
 
 
 class Operator:
@@ -45,9 +55,14 @@ class Operator:
         self.clock = clock
         self.reads = reads
 
-    async def reopen_for_retry(self, run_id: str) -> None:
-        """Put a failed, cancelled or needs_attention run back in the queue, retiring its
-        first failed step and everything after it."""
+    async def reopen_for_retry(self, run_id: str, from_step: str | None = None, *,
+                               dry_run: bool = False) -> list[StepRecord]:
+        """Put a failed, cancelled or needs_attention run back in the queue, retiring the
+        step that made it stop (``restart_point``), or ``from_step`` (a step key or the
+        row number ``show`` prints), and every step after it. Returns the retired steps,
+        in ``show``'s order: those that run again if the code still asks for them.
+        ``dry_run``: change nothing. A retired step's completion key is forgotten, so the
+        step waits afresh (a run cancelled while it waited would else meet its cancel)."""
         run = await self.reads.require(run_id)
         if run.status not in RETRYABLE:
             hint = ("; `lashflow resume` continues a run that has not stopped"
@@ -56,39 +71,61 @@ class Operator:
                              f"needs_attention run can be retried{hint}",
                              code="run_not_retryable")
         steps, attempts = await self.store.load_journal(run_id)
-        from_seq = first_failure(steps)
-        if from_seq is None:
-            from_seq = max((s.seq for s in steps), default=0) + 1
-        retired = {s.step_key for s in steps if s.seq >= from_seq}
+        retries = run.meta.get("retries") or []
+        shown = display_order(steps)
+        live = [s for s in shown if not retired(s, retries)]
+        keep: list[str] = []
+        if from_step is not None:
+            from_seq = shown[_find_step(shown, from_step, run_id)].seq
+        else:
+            from_seq, keep = restart_point(live)
+        again = [s for s in live if s.seq >= from_seq and s.step_key not in keep]
+        if dry_run:
+            return again
+        keys = {s.step_key for s in again}
         kept = [AttemptRecord(a.run_id, a.step_key, a.attempt, a.status, a.code, a.message,
                               a.detail, a.started_at, a.finished_at)
-                for a in attempts if a.step_key in retired]
+                for a in attempts if a.step_key in keys]
         if kept:  # as rows of their own: the step rows they may ride in get rewritten
             await self.store.commit(Commit(run_id, None, attempts=kept))
         now = self.clock.now()
 
         def record(meta: dict[str, Any]) -> None:
-            meta.setdefault("retries", []).append({"from_seq": from_seq, "at": now})
-        if not await self.store.reopen_run(run_id, now, record):
+            entry: dict[str, Any] = {"from_seq": from_seq, "at": now}
+            if keep:
+                entry["keep"] = keep
+            meta.setdefault("retries", []).append(entry)
+        forget = sorted(s.step_key for s in again if s.kind == "tool")
+        if not await self.store.reopen_run(run_id, now, record, forget=forget):
             raise RunBusy(f"run {run_id} changed while it was being retried; look again")
+        return again
 
     async def fork(self, run_id: str, from_step: str, overrides: dict[str, Any],
                    new_run_id: str | None = None) -> str:
         """Create the fork (queued, not driven) and return its id."""
         run = await self.reads.require(run_id)
         steps, attempts = await self.store.load_journal(run_id)
-        steps.sort(key=lambda s: s.seq)
-        cut = _find_step(steps, from_step, run_id)
-        step_key = steps[cut].step_key
-        settable = {s.step_key: s for s in steps[: cut + 1] if s.kind == "tool"}
-        for key in overrides:
+        retries = run.meta.get("retries") or []
+        shown = display_order(steps)  # row numbers count every row `show` prints
+        cut = _find_step(shown, from_step, run_id)
+        step_key = shown[cut].step_key
+        rows = {str(number): s.step_key for number, s in enumerate(shown[: cut + 1], 1)
+                if s.kind == "tool" and not retired(s, retries)}
+        settable = set(rows.values())
+        before = [s for s in shown[:cut] if not retired(s, retries)]
+        named: dict[str, Any] = {}
+        for key, value in overrides.items():
+            key = key if key in settable else rows.get(key, key)
             if key not in settable:
-                tools = ", ".join(list(settable)[:6]) or "none"
-                raise UnknownStep(f"--set {key}: not a tool step of run {run_id} at or "
-                                  f"before {step_key} (those are: {tools})")
-        copied = [s for s in steps[:cut] if s.status == "done" or s.step_key in overrides]
+                tools = ", ".join(f"{n} ({k})" for n, k in list(rows.items())[:6]) or "none"
+                raise UnknownStep(f"--set {key}: not a tool step of run {run_id} at or before "
+                                  f"row {cut + 1} ({step_key}); those are, by row number "
+                                  f"or key: {tools}")
+            named[key] = value
+        overrides = named
+        copied = [s for s in before if s.status == "done" or s.step_key in overrides]
         if step_key in overrides:
-            copied.append(steps[cut])
+            copied.append(shown[cut])
         now = self.clock.now()
         new_id = new_run_id or f"run_{os.urandom(8).hex()}"
         fork = RunRecord(new_id, run.source_hash, run.process, run.input, run.input_hash,
@@ -185,4 +222,4 @@ def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
                          if steps else " (it has no steps yet)"))
 
 
-__all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "first_failure"]
+__all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "restart_point"]

@@ -39,6 +39,9 @@ class Wait:
     until: float | None = None
     signal: str | None = None
     child_run_id: str | None = None
+    # "resolved": its completion key was answered and the run has not resumed yet
+    # (``resolve`` is then the command that resumes it); None: still open
+    state: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -231,6 +234,10 @@ class RunDetail:
     # signals delivered that the process has not taken yet (``wait_signal`` takes them
     # in delivery order): [{"name", "payload"}]
     pending_signals: list[dict[str, Any]] = field(default_factory=list)
+    # fork lineage: {"run_id", "step"} of the run this one was forked from; runs forked
+    # from this one
+    forked_from: dict[str, Any] | None = None
+    forks: list[str] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -255,4 +262,8 @@ class RunDetail:
             data["journal_error"] = self.journal_error.to_json()
         if self.pending_signals:
             data["pending_signals"] = list(self.pending_signals)
+        if self.forked_from is not None:
+            data["forked_from"] = dict(self.forked_from)
+        if self.forks:
+            data["forks"] = list(self.forks)
         return data

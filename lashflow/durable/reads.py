@@ -5,7 +5,8 @@ return and compute nothing."""
 from __future__ import annotations
 
 import builtins
-
+from dataclasses import replace
+from shlex import quote
 from typing import Any, Iterable
 
 from .. import store as st
@@ -15,7 +16,8 @@ from ..states import RUN_STATUSES, RunStatus
 from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
-from .journal import check_journal
+from .replay import check_journal
+from .order import display_order
 from .outcome import (
     AttemptView, RunDetail, RunError, RunOutcome, RunPage, RunSummary, StepView, Wait,
 )
@@ -122,10 +124,11 @@ class Reads:
                 taken[step.tool] = taken.get(step.tool, 0) + 1
         pending = [{"name": name, "payload": payload} for name, ordinal, payload
                    in detail.signals if ordinal > taken.get(name, 0)]
+        summary.waiting = await self.current_waits(run_id, summary.waiting)
         return RunDetail(
             summary, run.input, run.result if run.status == "finished" else None, prints, steps,
             [self._summary(child, now) for child in detail.children], run.meta.get("file"),
-            journal_error, pending)
+            journal_error, pending, run.meta.get("forked_from"), list(run.meta.get("forks", [])))
 
     def _summary(self, row: RunRecord | st.RunSummary, now: float) -> RunSummary:
         status = RunStatus(row.status)
@@ -149,7 +152,7 @@ class Reads:
 
     def views(self, steps: builtins.list[StepRecord], attempts: builtins.list[AttemptRecord], *,
               in_flight: bool = True) -> builtins.list[StepView]:
-        """Journal rows as views. Unless the run is being driven right now (``in_flight``),
+        """Journal rows as views, in ``show``'s order (``display_order``). Unless the run is being driven right now (``in_flight``),
         an attempt still marked ``started`` was cut off by a crash: it reads
         ``interrupted``."""
         by_step: dict[str, builtins.list[AttemptView]] = {}
@@ -160,7 +163,8 @@ class Reads:
                 a.detail.get("usage")))
         return [StepView(s.step_key, s.kind, s.tool, s.status, by_step.get(s.step_key, []),
                          s.outcome, self.preview(s), s.detail.get("args"),
-                         s.detail.get("wake_at"), s.created_at, s.updated_at) for s in steps]
+                         s.detail.get("wake_at"), s.created_at, s.updated_at)
+                for s in display_order(steps)]
 
     def preview(self, step: StepRecord) -> str | None:
         """What the run history shows of a step, through the output budget."""
@@ -179,8 +183,27 @@ class Reads:
     async def waiting(self) -> builtins.list[tuple[str, Wait]]:
         out: builtins.list[tuple[str, Wait]] = []
         for run in await self.store.list_runs("waiting"):
-            out.extend((run.run_id, Wait.from_json(w)) for w in run.waiting)
+            waits = await self.current_waits(run.run_id, [Wait.from_json(w) for w in run.waiting])
+            out.extend((run.run_id, wait) for wait in waits)
         return out
+
+    async def current_waits(self, run_id: str, waits: list[Wait]) -> list[Wait]:
+        """``waits`` with each completion wait whose key was answered since the run
+        parked marked ``resolved``, its command the one that resumes the run (the key's
+        own command would only be refused now)."""
+        open_steps: dict[str, set[str]] = {}
+        current = []
+        for wait in waits:
+            if wait.kind == "completion":
+                owner = wait.child_run_id or run_id
+                if owner not in open_steps:
+                    open_steps[owner] = {row["step_key"] for row in
+                                         await self.store.completion_open_waits(owner)}
+                if wait.step not in open_steps[owner]:
+                    wait = replace(wait, state="resolved",
+                                   resolve=f"lashflow resume {quote(run_id)}")
+            current.append(wait)
+        return current
 
 
 __all__ = ["Reads"]

@@ -48,6 +48,8 @@ def wait_what(wait: Any, when: Callable[[float | None], str]) -> str:
     through ``when``."""
     child = f" in child run {wait.child_run_id}" if wait.child_run_id and wait.kind != "child" else ""
     if wait.kind == "completion":
+        if getattr(wait, "state", None) == "resolved":
+            return f"completion key for {wait.tool}: answered, the run has not resumed yet{child}"
         until = f", deadline {when(wait.until)}" if wait.until else ""
         return f"completion key for {wait.tool}{until}{child}"
     if wait.kind == "sleep":
@@ -83,6 +85,32 @@ def step_preview_value(step: Any) -> Any:
     return outcome
 
 
+def _tail_kept(projected: Any) -> str | None:
+    """The kept tail of a budgeted text laid out tail-first (``@tool(output_tail=True)``:
+    marker, hint, then the tail), else None."""
+    if not isinstance(projected, str) or not projected.startswith("..."):
+        return None
+    marker, _, rest = projected.partition("\n\n")
+    if not marker.endswith("truncated...") or "\n\n" not in rest:
+        return None
+    return rest.partition("\n\n")[2]
+
+
+def step_cell(step: Any, width: int = PREVIEW_WIDTH) -> tuple[str, bool]:
+    """A step's outcome cell and whether something of it was cut: a tool whose output
+    keeps its tail shows the end (``…`` first), any other the start (``…`` last)."""
+    kept = _tail_kept(getattr(step, "projected", None)) if step.kind == "tool" else None
+    if kept is not None:
+        flat = " ".join(kept.split())
+        return ("…" + flat[-(width - 1):] if len(flat) >= width else "…" + flat), True
+    value = step_preview_value(step)
+    text = preview(value, width)
+    whole = value if isinstance(value, str) else None
+    cut = text.endswith("…") or "truncated..." in text or (
+        whole is not None and " ".join(whole.split()) != text)
+    return text, cut
+
+
 def status_text(summary: Any) -> str:
     """A run's status as an operator needs it: a ``running`` run nobody drives says so."""
     if summary.owner_gone:
@@ -91,22 +119,30 @@ def status_text(summary: Any) -> str:
 
 
 def journal_rows(detail: Any) -> list[tuple[str, ...]]:
-    """One row per step: number, key, kind, target, state, attempts, took, at, outcome."""
+    """One row per step: number, key, kind, target, state, attempts, took, at, outcome.
+    ``at`` is the time since the run was created; a step a fork copied from its original
+    was recorded before that, and says ``copied``."""
     run = detail.summary
     rows: list[tuple[str, ...]] = []
     for i, step in enumerate(detail.steps, 1):
         started, finished = step.timing()
         offset = None if started is None else started - run.created_at
+        at = "" if offset is None else ("copied" if offset < 0 else f"+{seconds(offset)}")
         duration = None if started is None or finished is None else finished - started
         attempts = "" if not step.attempts else str(len(step.attempts))
         state = step.state
         if state == "pending" and run.status.value == "cancelled":
             state = "cancelled"  # a sleep, signal or child wait the cancel ended
         rows.append((str(i), step.step_key, step.kind, step_target(step), state,
-                     attempts, seconds(duration) if duration is not None else "",
-                     f"+{seconds(offset)}" if offset is not None else "",
-                     preview(step_preview_value(step))))
+                     attempts, seconds(duration) if duration is not None else "", at,
+                     step_cell(step)[0]))
     return rows
+
+
+def first_cut(detail: Any) -> str | None:
+    """The key of the first step whose outcome the table had to cut (``lashflow output``
+    then shows it whole), or None when nothing was cut."""
+    return next((step.step_key for step in detail.steps if step_cell(step)[1]), None)
 
 
 def journal_lines(detail: Any, when: Callable[[float | None], str],
@@ -127,5 +163,5 @@ def journal_lines(detail: Any, when: Callable[[float | None], str],
     return lines
 
 
-__all__ = ["PREVIEW_WIDTH", "journal_lines", "journal_rows", "one_line", "preview", "seconds",
+__all__ = ["PREVIEW_WIDTH", "first_cut", "journal_lines", "journal_rows", "step_cell", "one_line", "preview", "seconds",
            "status_text", "step_preview_value", "step_target", "wait_what"]

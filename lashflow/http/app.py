@@ -25,8 +25,7 @@ from starlette.routing import Route
 from ..errors import LashflowError
 from ..json_input import read_json
 from ..json_kinds import MAX_INPUT_DEPTH
-from ..tools import CompletionAlreadyResolved, ToolResult
-from ..tools.completion import Resolution, ResolutionSource
+from ..tools import ToolResult
 from ..tools.validation import condensed
 from .connections import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 from .credentials import check_token, client_of
@@ -188,18 +187,10 @@ class _Api:
         body: CompletionBody = await self.body(request, CompletionBody)
         result = (ToolResult.err(body.error) if "error" in body.model_fields_set
                   else ToolResult.ok(body.result))
-        try:
-            delivery = await self.engine.deliver(key, result, resume=self.config.drive,
-                                                 background=True)
-        except CompletionAlreadyResolved as exc:
-            if _same(exc.winner, result):
-                info = await self.engine.completion(key)
-                status = (await self.engine.get(info.run_id)).status.value
-                return JSONResponse({"run_id": info.run_id, "status": status,
-                                     "duplicate": True})
-            raise
+        delivery = await self.engine.deliver(key, result, resume=self.config.drive,
+                                             background=True)
         return JSONResponse({"run_id": delivery.run_id, "status": delivery.status.value,
-                             "duplicate": False})
+                             "duplicate": delivery.duplicate})
 
     async def completion_state(self, request: Request) -> Response:
         info = await self.engine.completion(request.path_params["key"])
@@ -312,16 +303,6 @@ def _where(exc: LashflowError) -> dict[str, str]:
     hint = getattr(exc, "hint", None) or exc.details.get("hint")
     found = {"path": exc.details.get("path"), "hint": hint}
     return {key: str(value) for key, value in found.items() if value}
-
-
-def _same(winner: Resolution | None, result: ToolResult) -> bool:
-    """A webhook sender's retry: the recorded resolution came from a resolver with the
-    very same answer."""
-    if winner is None or winner.source is not ResolutionSource.RESOLVER:
-        return False
-    again = Resolution.from_result(result, at=winner.at)
-    return (winner.kind, winner.value, winner.code, winner.message) == (
-        again.kind, again.value, again.code, again.message)
 
 
 def _moment(text: str | None) -> float | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, Callable
 
 from lashflow.errors import LimitExceeded
@@ -113,15 +112,15 @@ def contains(h: Any, n: Any) -> bool:
 
 
 def starts_with(s: Any, p: Any) -> bool:
-    prefix = text(p)
+    src, prefix = text(s), text(p)  # the subject is checked first, as the reference does
     charge(len(prefix))
-    return text(s).startswith(prefix)
+    return src.startswith(prefix)
 
 
 def ends_with(s: Any, p: Any) -> bool:
-    suffix = text(p)
+    src, suffix = text(s), text(p)
     charge(len(suffix))
-    return text(s).endswith(suffix)
+    return src.endswith(suffix)
 
 
 def split(s: Any, sep: Any) -> list:
@@ -139,11 +138,17 @@ def join(xs: Any, sep: Any) -> str:
     return check_str(text(sep).join([text(x) for x in xs]))
 
 
+_U64_END = 2.0**64
+
+
 def find(s: Any, needle: Any, start: Any = 0.0) -> float | None:
-    src, pat = text(s), text(needle)
-    if type(start) is not float or not start.is_integer() or start < 0:
+    # The start is coerced like any number (null is 0, numeric text counts) and checked
+    # before the text arguments; a 64-bit index is the largest accepted.
+    at_least = num(start)
+    if not at_least.is_integer() or at_least < 0 or at_least > _U64_END:
         raise type_error("`find` start must be a non-negative integer")
-    begin = int(start)
+    src, pat = text(s), text(needle)
+    begin = int(at_least)
     if begin > len(src):
         return None
     charge(len(src) - begin)
@@ -177,20 +182,21 @@ def grep_text(s: Any, needle: Any) -> list:
 
 
 def slice_(x: Any, start: Any, end: Any) -> Any:
+    first = None if start is None else as_index(start)  # bounds are checked first
+    last = None if end is None else as_index(end)
     t = type(x)
     if t is not str and t is not list and t is not tuple:
         raise type_error("`slice` requires a string, tuple, or list")
     n = len(x)
 
-    def bound(b: Any, default: int) -> int:
-        if b is None:
+    def bound(k: int | None, default: int) -> int:
+        if k is None:
             return default
-        k = as_index(b)
         if k < 0:
             k += n
         return min(max(k, 0), n)
 
-    lo, hi = bound(start, 0), bound(end, n)
+    lo, hi = bound(first, 0), bound(last, n)
     charge(hi - lo)
     return x[lo:hi] if lo < hi else x[0:0]
 
@@ -203,12 +209,17 @@ def push(xs: Any, item: Any) -> list:
     return check_seq(out)
 
 
+_I64_HIGH = 2**63 - 1
+
+
 def _range_int(v: Any) -> int:
+    """A bound as a 64-bit integer: beyond that range it is refused; exactly 2^63 (the
+    f64 nearest to the largest i64) stands for that largest i64."""
     if type(v) is not float:
         raise type_error(f"`range` bounds must be finite integers, got {type_name(v)}")
-    if not v.is_integer():
+    if not v.is_integer() or not -(2.0**63) <= v <= 2.0**63:
         raise type_error("`range` bounds must be finite integers")
-    return int(v)
+    return min(int(v), _I64_HIGH)
 
 
 def range_(*args: Any) -> list:
@@ -225,7 +236,7 @@ def range_(*args: Any) -> list:
     if len(r) > limit:
         raise LimitExceeded(f"`range` would create more than {limit} items")
     tick(len(r) // 4)
-    return [float(i) for i in r]
+    return check_seq([float(i) for i in r])
 
 
 def range_bounds(args: list[Any]) -> range:
@@ -266,7 +277,8 @@ def floor_div(a: Any, b: Any) -> float:
     return float(x // y)
 
 
-_INDEX_SLOT = re.compile(r"[0-9]+\Z")
+_ASCII_DIGITS = frozenset("0123456789")
+_USIZE_MAX = 2**64 - 1
 
 
 def format_(template: Any = None, *args: Any) -> str:
@@ -284,9 +296,13 @@ def format_(template: Any = None, *args: Any) -> str:
                 out.append("{")
                 i += 2
                 continue
-            close = template.find("}", i + 1)
-            if close < 0:
+            close = i + 1
+            while close < n and template[close] in _ASCII_DIGITS:
+                close += 1
+            if close >= n:
                 raise value_error("unmatched `{` in format string")
+            if template[close] != "}":
+                raise value_error("invalid format placeholder")
             body = template[i + 1:close]
             if body == "":
                 if mode == "idx":
@@ -295,14 +311,14 @@ def format_(template: Any = None, *args: Any) -> str:
                 next_seq += 1
                 if k >= len(args):
                     raise value_error("format slot `{}` is out of range")
-            elif _INDEX_SLOT.match(body):
+            else:
                 if mode == "seq":
                     raise value_error("can't mix `{}` and indexed format placeholders")
                 mode, k = "idx", int(body)
+                if k > _USIZE_MAX:
+                    raise value_error(f"bad format slot `{body}`")
                 if k >= len(args):
-                    raise value_error(f"format slot `{k}` is out of range")
-            else:
-                raise value_error("invalid format placeholder")
+                    raise value_error(f"format slot `{body}` is out of range")
             out.append(display(args[k]))
             used[k] = True
             i = close + 1

@@ -14,7 +14,7 @@ from lashflow.lang import ast
 from lashflow.interp import ops
 from lashflow.interp.builtins import BUILTINS, arity_error, range_bounds
 from lashflow.interp.errors import LashRuntimeError, type_error
-from lashflow.interp.limits import check_seq, counted, iterable_items
+from lashflow.interp.limits import ACTIVE, check_seq, counted, iterable_items
 from lashflow.interp.schema import TYPE_KEY, schema_of
 from lashflow.interp.values import UNSET, truthy
 
@@ -286,7 +286,12 @@ class ExprCompiler:
 
         def f(env: list) -> list:
             out: list = []
-            run(env, out)
+            building = ACTIVE.building
+            building.append(out)
+            try:
+                run(env, out)
+            finally:
+                building.pop()
             return check_seq(out)
         return f
 

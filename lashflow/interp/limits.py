@@ -46,7 +46,7 @@ class Meter:
     ``max_live_bytes`` once ``built`` bytes of new values have been made since the last
     measure: a run cannot pile up values, however small each is, past the limit."""
 
-    __slots__ = ("steps", "limits", "built", "roots", "check_every")
+    __slots__ = ("steps", "limits", "built", "roots", "check_every", "building")
 
     def __init__(self) -> None:
         self.limits = Limits()
@@ -54,6 +54,9 @@ class Meter:
         self.built = 0
         self.roots: tuple[Any, ...] = ()
         self.check_every = LIVE_CHECK_BYTES
+        # lists being built (a comprehension's result so far): held by no variable yet,
+        # but held all the same, so measured with the roots
+        self.building: list[Any] = []
 
     def reset(self, limits: Limits, roots: tuple[Any, ...] = ()) -> None:
         if limits is not self.limits:
@@ -61,6 +64,7 @@ class Meter:
         self.limits = limits
         self.steps = limits.max_steps
         self.roots = roots
+        self.building = []
 
 
 ACTIVE = Meter()
@@ -71,6 +75,16 @@ def steps_exhausted() -> LimitExceeded:
         f"the run took more than {ACTIVE.limits.max_steps} interpreter steps without an effect "
         "(an endless loop?)"
     )
+
+
+def too_deep(limits: Limits) -> LimitExceeded:
+    """A ``start`` past ``max_child_depth`` nested runs (every host says the same)."""
+    return LimitExceeded(f"more than {limits.max_child_depth} runs nested by "
+                         "`start` (a process that starts itself?)")
+
+
+def too_many_effects(limits: Limits) -> LimitExceeded:
+    return LimitExceeded(f"the run performed more than {limits.max_effects} effects")
 
 
 def counted(items: Iterable[T]) -> Iterator[T]:
@@ -133,6 +147,16 @@ def check_seq(seq: list | tuple) -> list | tuple:
     return seq
 
 
+def grew(seq: list, added: int) -> None:
+    """``seq`` grew in place by ``added`` items: its size is checked, but only the new
+    items count as newly made (counting the whole list each time would walk the run's
+    values ever more often as a list is built item by item)."""
+    size = len(seq) * LIST_ITEM_BYTES
+    if size > ACTIVE.limits.max_value_bytes:
+        raise too_big("a list", size)
+    built(added * LIST_ITEM_BYTES)
+
+
 def check_record(record: dict) -> dict:
     size = len(record) * RECORD_ENTRY_BYTES
     if size > ACTIVE.limits.max_value_bytes:
@@ -148,7 +172,7 @@ def built(size: int) -> None:
     m.built += size
     if m.built >= m.check_every:
         m.built = 0
-        check_live(m.roots)
+        check_live((m.roots, m.building))
 
 
 def check_live(roots: tuple[Any, ...]) -> None:
@@ -183,6 +207,22 @@ def live_size(roots: Any, stop_above: int) -> int:
                 total += 64 + RECORD_ENTRY_BYTES * len(value)
                 todo.extend(value.values())
             else:
-                total += 56 + 8 * len(value)
-                todo.extend(value)
+                total += 56 + 8 * len(value) + _numbers_then_rest(value, todo)
     return total
+
+
+_NUMBERS = frozenset({float, int})
+_SCALARS = _NUMBERS | {bool, type(None)}
+
+
+def _numbers_then_rest(items: list[Any] | tuple[Any, ...], todo: list[Any]) -> int:
+    """The bytes of ``items`` when they are all scalars, found in one C-speed pass (a
+    list of a million numbers is common and must not cost a million pops); otherwise 0,
+    the items going on ``todo`` to be measured one by one."""
+    kinds = set(map(type, items))
+    if not kinds <= _SCALARS:
+        todo.extend(items)
+        return 0
+    if kinds <= _NUMBERS:
+        return 24 * len(items)
+    return 24 * sum(1 for item in items if type(item) in _NUMBERS)

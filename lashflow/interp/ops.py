@@ -46,7 +46,7 @@ def add(a: Any, b: Any) -> Any:
             charge(len(a) + len(b))
             return check_seq(a + b)
         if tb is list or tb is tuple:
-            raise type_error(f"can't concatenate {type_name(a)} and {type_name(b)}")
+            raise type_error("can't concatenate list and tuple")  # one text for either order
     return num(a) + num(b)
 
 
@@ -189,11 +189,12 @@ def _assign_key(container: Any, step: tuple[bool, Any], last: bool) -> Any:
         if not 0 <= k < n:
             raise value_error("list assignment index out of bounds")
         return k
+    through = "" if last else "through "  # a step on the way says what it went through
     if t is tuple and not is_field:
-        raise type_error("can't assign tuple indexes; tuples are immutable")
+        raise type_error(f"can't assign {through}tuple indexes; tuples are immutable")
     if is_field:
-        raise type_error(f"can't assign `.{key}` on {type_name(container)}")
-    raise type_error(f"can't assign index on {type_name(container)}")
+        raise type_error(f"can't assign {through}`.{key}` on {type_name(container)}")
+    raise type_error(f"can't assign {through}index on {type_name(container)}")
 
 
 def _copy(container: Any) -> Any:

@@ -18,7 +18,7 @@ from lashflow.interp.builtins import push as push_builtin
 from lashflow.interp.builtins import range_bounds
 from lashflow.interp.errors import LashRuntimeError
 from lashflow.interp.exprs import ExprCompiler, is_pure, span_of
-from lashflow.interp.limits import ACTIVE, check_seq, counted, iterable_items, steps_exhausted
+from lashflow.interp.limits import ACTIVE, charge, counted, grew, iterable_items, steps_exhausted
 from lashflow.interp.values import UNSET
 
 BREAK = 1
@@ -138,7 +138,7 @@ class StmtCompiler:
         slot = self.scope.slot(s.name)
         name = s.name
         if not s.steps:
-            appended = self._push_in_place(s, slot, span)
+            appended = self._grow_in_place(s, slot, span)
             if appended is not None:
                 return appended
             val = self.exprs.expr(s.value)
@@ -196,30 +196,43 @@ class StmtCompiler:
                 raise _located(span, e)
         return assign_deep
 
-    def _push_in_place(self, s: ast.Assign, slot: int, span: Any) -> StmtClosure | None:
-        """``xs = push(xs, item)`` appends in place when nobody else holds ``xs``."""
+    def _grow_in_place(self, s: ast.Assign, slot: int, span: Any) -> StmtClosure | None:
+        """``xs = push(xs, item)`` appends to ``xs`` and ``xs = xs + ys`` extends it, in
+        place when nobody else holds ``xs``: building a list item by item costs what the
+        items cost, not a copy of the list each time."""
         v = s.value
-        if not (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
-                and type(v.args[0]) is ast.Name and v.args[0].name == s.name
-                and s.name not in self.scope.fallbacks):
+        if s.name in self.scope.fallbacks:
             return None
-        item = self.exprs.expr(v.args[1])
+        if (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
+                and type(v.args[0]) is ast.Name and v.args[0].name == s.name):
+            more, pushing, fallback = self.exprs.expr(v.args[1]), True, push_builtin
+        elif (type(v) is ast.Binary and v.op == "+" and type(v.left) is ast.Name
+                and v.left.name == s.name):
+            more, pushing, fallback = self.exprs.expr(v.right), False, ops.add
+        else:
+            return None
         name = s.name
 
-        def append(env: list) -> None:
+        def grow(env: list) -> None:
             try:
                 xs = env[slot]
                 if xs is UNSET:
                     raise ops.undefined(name)
-                x = item(env)
-                if type(xs) is list and _refcount(xs) == 3:
+                x = more(env)
+                if type(xs) is not list or _refcount(xs) != 3:
+                    env[slot] = fallback(xs, x)
+                elif pushing:
                     xs.append(x)
-                    check_seq(xs)
+                    grew(xs, 1)
+                elif type(x) is list and x is not xs:
+                    xs.extend(x)
+                    charge(len(x))
+                    grew(xs, len(x))
                 else:
-                    env[slot] = push_builtin(xs, x)
+                    env[slot] = fallback(xs, x)
             except LashRuntimeError as e:
                 raise _located(span, e)
-        return append
+        return grow
 
     # -- control flow -----------------------------------------------------------------
     def _checked_cond(self, node: Any, span: Any) -> Callable[[list], bool]:

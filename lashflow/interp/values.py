@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
+from decimal import Context, Decimal
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -155,7 +155,9 @@ def text(v: Any) -> str:
     t = type(v)
     if t is str:
         return v
-    if t is float or t is bool or v is None:
+    if t is float:
+        return float_text(v)
+    if t is bool or v is None:
         return display(v)
     raise type_error(f"expected text, got {type_name(v)}")
 
@@ -180,18 +182,48 @@ def is_json_int(x: float) -> bool:
 
 
 def number_text(x: float) -> str:
-    """Rust ``Display`` of f64: shortest round-trip digits, never an exponent."""
-    if x.is_integer():
-        if _I64_MIN <= x < _U64_END:
-            return str(int(x))
-    elif x != x:
+    """How the language displays a number (``print``, ``to_string``, templates): integers
+    in the i64/u64 range as their exact digits, anything else as ``float_text``."""
+    if x.is_integer() and _I64_MIN <= x < _U64_END:
+        return str(int(x))
+    return float_text(x)
+
+
+def float_text(x: float) -> str:
+    """Rust's ``Display`` of an f64 (text coercion in builtins such as ``join``): the
+    shortest digits that read back as ``x``, written out in full (never an exponent),
+    ``-0`` for negative zero, ``NaN`` and ``inf``."""
+    if x != x:
         return "NaN"
-    elif x in (math.inf, -math.inf):
+    if x in (math.inf, -math.inf):
         return "inf" if x > 0 else "-inf"
-    r = repr(x)
-    if "e" not in r:
-        return r[:-2] if r.endswith(".0") else r
-    return format(Decimal(r), "f")
+    if x == 0.0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    if x.is_integer() and -1e16 < x < 1e16:  # the common case, and exact: no rounding
+        return str(int(x))
+    digits = _shortest(x)
+    text = format(digits, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+_EXACT = Context(prec=1200)  # enough digits for any f64 written out exactly
+
+
+def _shortest(x: float) -> Decimal:
+    """The shortest decimal that reads back as ``x``. Python breaks an exact tie between
+    two such decimals towards the even digit; Rust's formatter rounds it up (away from
+    zero), so the last digit moves up one where the tie happens."""
+    short = Decimal(repr(x))
+    exact = Decimal(x)
+    unit = Decimal((0, (1,), short.as_tuple().exponent))
+    gap = _EXACT.subtract(exact, short).copy_abs()
+    if _EXACT.multiply(gap, 2) == unit and short.copy_abs() < exact.copy_abs():
+        bigger = _EXACT.add(short, unit if x > 0 else unit.copy_negate())
+        if float(bigger) == x:
+            return bigger
+    return short
 
 
 def json_number(x: float) -> str:
@@ -293,8 +325,10 @@ def _write_json(v: Any, out: list[str], budget: _Budget) -> None:
             out.append(":")
             _write_json(v[key], out, budget)
         out.append("}")
-    elif t is Resource:
-        _write_json(v.to_json(), out, budget)
+    elif t is Resource:  # keys in the original's order, not sorted
+        budget.spend(40)
+        out.append('{"__resource__":true,"type":' + encode_basestring(v.type)
+                   + ',"alias":' + encode_basestring(v.alias) + "}")
     elif t is int:
         out.append(str(v))
     else:
@@ -314,15 +348,17 @@ def display(v: Any) -> str:
     if v is None:
         return "null"
     if t is tuple:
-        if len(v) == 1:
-            return "(" + json_text(v[0]) + ",)"
-        return "(" + ", ".join(json_text(x) for x in v) + ")"
+        tick(len(v))
+        items = [encode_basestring(x) if type(x) is str else display(x) for x in v]
+        if len(items) == 1:
+            return "(" + items[0] + ",)"
+        return "(" + ", ".join(items) + ")"
     return json_text(v)
 
 
 def failure_text(v: Any) -> str:
-    """The text of a ``fail`` value or tool error: a string as-is, else its JSON."""
-    return v if type(v) is str else json_text(v)
+    """The text of a ``fail`` value or tool error: its display text (a string as-is)."""
+    return display(v)
 
 
 # --------------------------------------------------------------------------- JSON objects

@@ -16,7 +16,7 @@ from lashflow.interp.errors import LashRuntimeError, ProcessFailed
 from lashflow.interp.instructions import (
     BATCH, DISCARD, HANDLE, NONE, PAYLOAD, TERMINAL, WRAPPER,
 )
-from lashflow.interp.limits import ACTIVE, Limits
+from lashflow.interp.limits import ACTIVE, Limits, too_many_effects
 from lashflow.interp.values import UNSET, failure_text, from_json
 
 def normalize_wrapper(answer: Any) -> dict[str, Any]:
@@ -134,8 +134,7 @@ class Interpreter:
                              else 1)
             if self.effects > self.limits.max_effects:
                 self.done = True
-                raise LimitExceeded(
-                    f"the run performed more than {self.limits.max_effects} effects")
+                raise too_many_effects(self.limits)
         self.pending = effect
         return effect
 

@@ -63,6 +63,8 @@ class Linker:
         self.proc: A.ProcessDecl | None = None
         self.assigned: set[str] = set()
         self.signal_types: dict[str, T.SType] = {}
+        self.reachable = True  # false after a `finish`/`fail`/`break`/`continue` in a block
+        self.finishes: list[T.SType] = []  # types of the reachable `finish`es of the body
 
     def fail(self, message: str, node: Any = None, *, hint: str | None = None) -> LangError:
         span = getattr(node, "span", None)
@@ -151,12 +153,8 @@ class Linker:
             return T.ListT(self.type_of(t.item))
         if isinstance(t, A.TypeObject):
             return T.Obj(tuple(T.Field(f.name, self.type_of(f.type), f.optional) for f in t.fields))
-        if isinstance(t, A.TypeUnion):
-            members: list[T.SType] = []
-            for m in t.members:
-                st = self.type_of(m)
-                if st not in members:
-                    members.append(st)
+        if isinstance(t, A.TypeUnion):  # members as written: a repeated one is shown twice
+            members = [self.type_of(m) for m in t.members]
             return members[0] if len(members) == 1 else T.UnionT(tuple(members))
         if isinstance(t, A.TypeProcess):
             return T.ProcessT(self.type_of(t.input), self.type_of(t.output))
@@ -184,7 +182,37 @@ class Linker:
     def process_body(self, decl: A.ProcessDecl) -> None:
         env: Env = {name: t for name, t in self.params[decl.name]}
         self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
+        self.finishes = []
+        expected = self.outputs.get(decl.name)
+        if expected is not None and not _has_finish(decl.body.body):
+            self.check_output(decl, expected, ends=True)  # null, known before the body
         self.entry(decl, decl.body.body, env)
+        if expected is not None:
+            self.check_output(decl, expected, ends=self.reachable)
+
+    def check_output(self, decl: A.ProcessDecl, expected: T.SType, ends: bool) -> None:
+        """What a run of the process can finish with (each reachable ``finish``, and null
+        if the body can end without one) must fit the declared output type."""
+        for value in self.finishes:  # a literal that fits no member is reported as such
+            if isinstance(value, T.StrLit):
+                try:
+                    T.check_assignable(value, expected)
+                except T.Mismatch as exc:
+                    if exc.message:
+                        raise self.fail(exc.message, decl) from None
+        members: list[T.SType] = []
+        for t in [*self.finishes, *([T.NULL] if ends or not self.finishes else [])]:
+            for m in (t.members if isinstance(t, T.UnionT) else (T.widen(t),)):
+                if m not in members:
+                    members.append(m)
+        got = members[0] if len(members) == 1 else T.UnionT(tuple(members))
+        try:
+            T.check_assignable(got, expected)
+        except T.Mismatch:
+            hint = ("the body can end without `finish`, which finishes with null"
+                    if T.NULL in members and T.NULL not in self.finishes else None)
+            raise self.fail(f"process `{decl.name}` return type is incompatible: expected "
+                            f"{expected.render()}, got {got.render()}", decl, hint=hint) from None
 
     # ------------------------------------------------------------------ entries
 
@@ -192,11 +220,20 @@ class Linker:
         self.proc = proc
         self.assigned = set(env)
         _statement_names(body, self.assigned, whole_only=False)
+        self.reachable = True
         self.block(body, env)
 
     def block(self, body: list[A.Stmt], env: Env) -> None:
+        """Check the statements; ``self.reachable`` says afterwards whether the block can
+        end normally (statements after a ``finish`` are still checked, but what they
+        finish with is not counted, as in the original)."""
+        reachable = self.reachable
         for stmt in body:
             self.stmt(stmt, env)
+            if not self.reachable:
+                reachable = False
+                self.reachable = False
+        self.reachable = reachable
 
     def stmt(self, s: A.Stmt, env: Env) -> None:  # noqa: C901 - one case per statement
         if isinstance(s, A.Assign):
@@ -205,30 +242,30 @@ class Linker:
                 env[s.name] = T.widen(value)
             else:
                 self.assign_path(s, env)
+                if (len(s.steps) == 1 and isinstance(s.steps[0], A.IndexStep)
+                        and isinstance(env.get(s.name), T.ListT)):
+                    env[s.name] = T.ListT(T.widen(value))  # its items now hold what was stored
         elif isinstance(s, A.ExprStmt):
             self.expr(s.expr, env)
         elif isinstance(s, A.ValueStmt):
             value = self.expr(s.value, env)
-            if s.kind == "finish" and self.proc is not None:
-                expected = self.outputs.get(self.proc.name)
-                if expected is not None:
-                    try:
-                        T.check_assignable(value, expected)
-                    except T.Mismatch:
-                        raise self.fail(
-                            f"process `{self.proc.name}` return type is incompatible: expected "
-                            f"{expected.render()}, got {value.render()}",
-                            s,
-                        ) from None
+            if s.kind in ("finish", "fail"):
+                if s.kind == "finish" and self.reachable:
+                    self.finishes.append(value)
+                self.reachable = False
         elif isinstance(s, A.If):
             self.expr(s.cond, env)
+            before = self.reachable
             then_env = dict(env)
             self.block(s.then.body, then_env)
+            then_ends = self.reachable
+            self.reachable = before
             else_env = dict(env)
             if isinstance(s.otherwise, A.Block):
                 self.block(s.otherwise.body, else_env)
             elif isinstance(s.otherwise, A.If):
                 self.stmt(s.otherwise, else_env)
+            self.reachable = before and (then_ends or self.reachable)
             _merge(env, then_env, else_env)
         elif isinstance(s, A.For):
             item = self.iterate(self.expr(s.iterable, env), s.iterable)
@@ -241,7 +278,8 @@ class Linker:
         elif isinstance(s, A.While):
             self.expr(s.cond, env)
             self.loop(env, s.body.body, {})
-        # Break / Continue: nothing to check
+        elif isinstance(s, (A.Break, A.Continue)):
+            self.reachable = False
 
     def loop(self, env: Env, body: list[A.Stmt], bind: Env) -> None:
         """Check a loop body once. Variables the body assigns may hold a value from an
@@ -253,7 +291,9 @@ class Linker:
             if name in inner:
                 inner[name] = T.ANY
         inner.update(bind)
+        before = self.reachable
         self.block(body, inner)
+        self.reachable = before  # a loop may run no time, or leave by `break`
         for name in assigned:
             if name in bind:
                 continue
@@ -299,8 +339,8 @@ class Linker:
         if isinstance(e, A.String):
             return T.StrLit(e.value)
         if isinstance(e, A.Number):
-            # abs() first: a literal of 309+ digits is inf, which int() refuses
-            return T.INT if abs(e.value) < 2**63 and e.value == int(e.value) else T.FLOAT
+            # a whole literal is an int however large (a literal of 309+ digits is inf)
+            return T.INT if e.value - e.value == 0 and e.value == int(e.value) else T.FLOAT
         if isinstance(e, A.Bool):
             return T.BOOL
         if isinstance(e, A.Null):
@@ -354,6 +394,11 @@ class Linker:
         if isinstance(e, A.WaitSignal):
             if self.proc is None:
                 raise self.fail("`wait_signal` can only be used inside a process body", e)
+            if self.signal_types and e.name not in self.signal_types:
+                # a process that declares its signals takes no other: a typo would park forever
+                raise self.fail(f"process `{self.proc.name}` declares no signal `{e.name}` (its "
+                                f"signals: {', '.join(f'`{n}`' for n in self.signal_types)})", e,
+                                hint=did_you_mean(e.name, list(self.signal_types)))
             return self.signal_types.get(e.name, T.ANY)
         if isinstance(e, A.SignalRun):
             self.expr(e.run, env)
@@ -367,6 +412,9 @@ class Linker:
         name = e.name
         if name in env:
             return env[name]
+        if name in self.assigned and self.proc is not None:
+            raise self.fail(f"unknown name `{name}`", e,
+                            hint=f"`{name}` is assigned only later in the process body")
         if name in self.assigned:
             return T.ANY
         if name in self.processes:
@@ -483,7 +531,7 @@ class Linker:
             receiver = self.expr(e.receiver, env)
             return self._resource_op(receiver, e, not_authority)
         root = path.split(".", 1)[0]
-        if root in env or root in self.assigned:
+        if root in env or (root in self.assigned and root not in self.catalog.modules):
             receiver = self.expr(e.receiver, env)
             return self._resource_op(receiver, e, not_authority)
         if path in self.catalog.modules:
@@ -554,6 +602,23 @@ class Linker:
             else:
                 self.expr(clause.cond, inner)
         return T.ListT(T.widen(self.expr(e.element, inner)))
+
+
+def _has_finish(body: list[A.Stmt]) -> bool:
+    """Whether any statement of ``body``, at any depth, is a ``finish``."""
+    for s in body:
+        if isinstance(s, A.ValueStmt) and s.kind == "finish":
+            return True
+        if isinstance(s, (A.For, A.While)) and _has_finish(s.body.body):
+            return True
+        while isinstance(s, A.If):
+            if _has_finish(s.then.body):
+                return True
+            other = s.otherwise
+            if isinstance(other, A.Block):
+                return _has_finish(other.body)
+            s = other
+    return False
 
 
 def _assigned_in(body: list[A.Stmt]) -> set[str]:

@@ -234,26 +234,29 @@ class Mismatch(Exception):
 
 def check_assignable(actual: SType, expected: SType) -> None:
     """Raise ``Mismatch`` if a value of ``actual`` type cannot be used as ``expected``."""
+    if expected == DICT and not is_gradual(actual):
+        # `dict` takes any object, but nothing else: a number, text, list or null is refused
+        members = actual.members if isinstance(actual, UnionT) else (actual,)
+        if all(isinstance(m, Obj) for m in members):
+            return
+        raise Mismatch()
+    if isinstance(actual, UnionT) and not is_gradual(expected):
+        for member in actual.members:  # each may be; an `any` member does not excuse the rest
+            check_assignable(member, expected)
+        return
     if is_gradual(actual) or is_gradual(expected):
         return
     if isinstance(expected, UnionT):
-        if isinstance(actual, UnionT):
-            for member in actual.members:
-                check_assignable(member, expected)
-            return
-        literal_error: Mismatch | None = None
         for member in expected.members:
             try:
                 check_assignable(actual, member)
                 return
-            except Mismatch as exc:
-                if exc.message and literal_error is None:
-                    literal_error = exc
+            except Mismatch:
+                pass
+        if isinstance(actual, StrLit):
+            raise Mismatch(
+                f"expected {expected.render()}, got incompatible literal {_quote(actual.value)}")
         raise Mismatch()
-    if isinstance(actual, UnionT):
-        for member in actual.members:
-            check_assignable(member, expected)
-        return
     if isinstance(expected, Scalar):
         if isinstance(actual, Scalar):
             if actual.name == expected.name:

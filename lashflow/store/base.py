@@ -12,7 +12,7 @@ import abc
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
 
@@ -230,6 +230,7 @@ class Store(abc.ABC):
             lease.release()
 
     create: bool = True  # False: never make a database where there is none (see open_store)
+    readonly: bool = False  # True: open without writing anything, ever (see open_store)
     # Told (seconds from the first queued write to durable, writes in the transaction)
     # after each journal transaction, when the engine counts them for its metrics.
     on_commit: Callable[[float, int], None] | None = None
@@ -366,10 +367,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None]) -> bool:
+                         edit: Callable[[dict[str, Any]], None], *,
+                         forget: Sequence[str] = ()) -> bool:
         """Put a stopped run (failed, cancelled, needs_attention) whose lease is free back
-        in the queue, its result, error, waits and cancel request cleared and ``edit``
-        applied to its meta, atomically. False if the run is not stopped (or is held)."""
+        in the queue, its result, error, waits and cancel request cleared, ``edit``
+        applied to its meta and the completion rows of the steps in ``forget`` deleted,
+        atomically. False if the run is not stopped (or is held)."""
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """Runs a worker may take now: queued or orphaned, and waiting runs that are due."""

@@ -14,6 +14,7 @@ import secrets
 from functools import partial
 from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeVar
 
+from ..errors import DbError
 from . import programs
 from .base import (
     SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
@@ -43,10 +44,11 @@ class Backend(Protocol):
     def migrations(self) -> Mapping[int, Sequence[str]]:
         """Schema version -> its statements."""
 
-    async def open(self, create: bool, schema: Job) -> None:
+    async def open(self, create: bool, schema: Job | None) -> None:
         """Connect and run ``schema`` (the migration program) exclusively: no two
         processes migrate at once. ``create=False``: raise ``NoDatabase`` rather than
-        make a database where there is none."""
+        make a database where there is none. ``schema`` None: open read-only (the
+        database refuses every write) and refuse a schema that is not this version's."""
 
     async def close(self) -> None: ...
 
@@ -107,9 +109,17 @@ class CoreStore(Store):
     # -- lifetime --------------------------------------------------------------------------
     async def open(self) -> None:
         backend = self.backend
-        await backend.open(self.create, partial(programs.migrate, backend.migrations,
-                                                backend.label, secrets.token_bytes(32)))
+        schema = None if self.readonly else partial(programs.migrate, backend.migrations,
+                                                    backend.label, secrets.token_bytes(32))
+        await backend.open(self.create and not self.readonly, schema)
         try:
+            if schema is None:
+                version = programs.schema_version_of(
+                    await self._read(one, "schema_version", scan=True), backend.label)
+                if version != programs.SCHEMA_VERSION:
+                    raise DbError(f"database {backend.label} has schema version {version}, "
+                                  f"this lashflow reads {programs.SCHEMA_VERSION}: open it once "
+                                  "for writing (any command that runs) to migrate it")
             self._crc_required = not await self._read(one, "unchecked_mark", scan=True)
         except BaseException:
             await backend.close()
@@ -123,8 +133,8 @@ class CoreStore(Store):
     # -- identity --------------------------------------------------------------------------
     async def secret(self) -> bytes:
         if self._secret is None:
-            self._secret = await self._read(one, "secret", scan=True)
-        assert self._secret is not None  # the migration wrote it
+            self._secret = programs.secret_of(await self._read(one, "secret", scan=True),
+                                              self.backend.label)
         return self._secret
 
     async def setting(self, name: str) -> str | None:
@@ -213,8 +223,9 @@ class CoreStore(Store):
         await self._write(programs.update_meta, run_id, edit)
 
     async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None]) -> bool:
-        return await self._write(programs.reopen_run, run_id, float(now), edit)
+                         edit: Callable[[dict[str, Any]], None], *,
+                         forget: Sequence[str] = ()) -> bool:
+        return await self._write(programs.reopen_run, run_id, float(now), edit, list(forget))
 
     # -- journal -----------------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:

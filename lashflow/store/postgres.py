@@ -235,9 +235,8 @@ class _Statements:
         await conn.execute(f"CREATE TABLE IF NOT EXISTS lashflow_meta "
                            f"(key TEXT {_C} PRIMARY KEY, value BYTEA NOT NULL)")
 
-    async def schema_version(self, conn: asyncpg.Connection) -> int:
-        raw = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
-        return int(raw) if raw else 0
+    async def schema_version(self, conn: asyncpg.Connection) -> Any:
+        return await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'schema_version'")
 
     async def migrate(self, conn: asyncpg.Connection, statement: str) -> None:
         await conn.execute(statement)
@@ -259,8 +258,8 @@ class _Statements:
         return await conn.fetchval("SELECT 1 FROM lashflow_meta WHERE key = $1",
                                    UNCHECKED_ROWS) is not None
 
-    async def secret(self, conn: asyncpg.Connection) -> bytes:
-        return bytes(await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'"))
+    async def secret(self, conn: asyncpg.Connection) -> Any:
+        return await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = 'secret'")
 
     async def setting(self, conn: asyncpg.Connection, key: str) -> str | None:
         value = await conn.fetchval("SELECT value FROM lashflow_meta WHERE key = $1", key)
@@ -463,6 +462,11 @@ class _Statements:
             "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
         await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
 
+    async def forget_completions(self, conn: asyncpg.Connection, run_id: str,
+                                 step_keys: list[str]) -> None:
+        await conn.execute("DELETE FROM lashflow_completions WHERE run_id = $1 AND "
+                           "step_key = ANY($2::text[])", run_id, step_keys)
+
     # -- completions and signals -------------------------------------------------------------
     async def completion(self, conn: asyncpg.Connection, run_id: str, step_key: str) -> Any:
         return await conn.fetchrow(f"SELECT {COMPLETION_COLUMNS} FROM lashflow_completions "
@@ -592,13 +596,16 @@ class PostgresBackend:
                     return await self._run(conn, job)
 
     # -- lifetime ----------------------------------------------------------------------------
-    async def open(self, create: bool, schema: Job) -> None:
+    async def open(self, create: bool, schema: Job | None) -> None:
         dsn, options = _split_url(self.url)
         size = options.pop("pool_size")
+        extra: dict[str, Any] = {}
+        if schema is None:  # read-only: every transaction of every session
+            extra["server_settings"] = {"default_transaction_read_only": "on"}
         try:
             pool = await asyncpg.create_pool(
                 dsn, min_size=1, max_size=size, timeout=self.connect_timeout,
-                reset=_keep_session, **options)
+                reset=_keep_session, **options, **extra)
         except (*_DB_ERRORS, ValueError) as exc:
             raise DbError(f"cannot open database {self.label}: {_one_line(exc)}") from None
         try:
@@ -608,12 +615,13 @@ class PostgresBackend:
                             "SELECT to_regclass('lashflow_meta')") is None:
                         raise NoDatabase(f"no lashflow tables at {self.label} (in its "
                                          "search_path): nothing has run with it yet")
-                    # the advisory lock keeps workers that open at the same moment from
-                    # racing on CREATE TABLE
-                    async with conn.transaction():
-                        await conn.execute("SELECT pg_advisory_xact_lock(hashtext("
-                                           "'lashflow_migrate:' || COALESCE(current_schema(), '')))")
-                        await self._run(conn, schema)
+                    if schema is not None:
+                        # the advisory lock keeps workers that open at the same moment
+                        # from racing on CREATE TABLE
+                        async with conn.transaction():
+                            await conn.execute("SELECT pg_advisory_xact_lock(hashtext("
+                                               "'lashflow_migrate:' || COALESCE(current_schema(), '')))")
+                            await self._run(conn, schema)
                     self.sql.channel = channel_for(await conn.fetchval("SELECT current_schema()"))
         except BaseException:
             pool.terminate()

@@ -50,6 +50,34 @@ def one(name: str, *args: Any) -> Program[Any]:
 
 
 # -- the schema ---------------------------------------------------------------------------
+MIN_SECRET = 32  # bytes: what the key ring requires of the secret that signs keys
+
+
+def _foreign(label: str, what: str) -> DbError:
+    return DbError(f"database {label} holds a meta table lashflow did not write ({what}); "
+                   "is it another application's? Give lashflow a database of its own")
+
+
+def schema_version_of(raw: Any, label: str) -> int:
+    """The stored schema version (0: none yet); a value lashflow never writes is another
+    application's table, refused as ``db_error`` rather than trusted or overwritten."""
+    if raw is None:
+        return 0
+    text = bytes(raw).decode("ascii", "replace") if isinstance(raw, (bytes, memoryview)) \
+        else str(raw)
+    if not text.isdigit() or len(text) > 6:
+        raise _foreign(label, f"schema version {text[:20]!r}")
+    return int(text)
+
+
+def secret_of(raw: Any, label: str) -> bytes:
+    """The stored key secret, refused as ``db_error`` unless it is bytes of the size
+    lashflow makes (a short or textual one is not lashflow's)."""
+    if not isinstance(raw, (bytes, bytearray, memoryview)) or len(bytes(raw)) < MIN_SECRET:
+        raise _foreign(label, "its completion-key secret is missing or not one lashflow made")
+    return bytes(raw)
+
+
 def migrate(migrations: Mapping[int, Sequence[str]], label: str,
             secret: bytes) -> Program[None]:
     """Bring the schema to ``SCHEMA_VERSION`` (run by the backend inside its exclusive
@@ -57,7 +85,7 @@ def migrate(migrations: Mapping[int, Sequence[str]], label: str,
     before checksums is marked so its old rows are checked for JSON only; the secret that
     signs completion keys is made once."""
     yield "create_meta", ()
-    version = yield "schema_version", ()
+    version = schema_version_of((yield "schema_version", ()), label)
     if version > SCHEMA_VERSION:
         raise DbError(f"database {label} has schema version {version}, newer than this "
                       f"lashflow supports ({SCHEMA_VERSION}); upgrade lashflow to open it")
@@ -172,8 +200,10 @@ def update_meta(run_id: str, edit: Callable[[dict[str, Any]], None]) -> Program[
     yield "set_meta", (run_id, dumps(meta))
 
 
-def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None]) -> Program[bool]:
-    """A stopped run whose lease is free goes back in the queue, cleared, its meta edited."""
+def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None],
+               forget: list[str]) -> Program[bool]:
+    """A stopped run whose lease is free goes back in the queue, cleared, its meta edited,
+    the completion rows of the steps in ``forget`` deleted (they will wait afresh)."""
     row = yield "reopen_candidate", (run_id,)
     if row is None:
         return False
@@ -184,6 +214,8 @@ def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None]) 
     meta = loads(meta_text) or {}
     edit(meta)
     yield "requeue", (run_id, now, dumps(meta))
+    if forget:
+        yield "forget_completions", (run_id, forget)
     return True
 
 
@@ -258,7 +290,7 @@ STATEMENTS = frozenset({
     "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
     "unsettled_leases", "claim_free", "lease_of", "claim_swap", "renew", "request_cancel",
-    "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue",
+    "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
 })

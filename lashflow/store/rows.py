@@ -6,7 +6,8 @@ here once, so a row that SQLite would refuse is refused by PostgreSQL too:
 
 - JSON is compact and keeps non-ASCII text as is (lossless round trip).
 - A step's ``detail`` carries ``crc``, the CRC-32 of its outcome text, so an outcome that
-  still parses but was edited or cut is caught, whether it sits in the row or in a blob.
+  still parses but was edited or cut is caught, whether it sits in the row or in a blob;
+  and ``scrc``, that of its key and status, so a status edited by hand is caught too.
 - Outcomes above ``BLOB_THRESHOLD`` go to the blobs table, keyed by their SHA-256; a
   missing blob, a blob changed in place or a row pointing at another blob is corrupt. A
   tool outcome's big ``value`` goes there alone (the row keeps the rest: status, times),
@@ -25,8 +26,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..errors import JournalCorrupt
-from ..json_text import compact, loads as json_loads
+from ..errors import InputInvalid, JournalCorrupt
+from ..json_text import read_stored, stored
 from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
 
 # The columns a journal read selects, in this order, joined with the step's blob:
@@ -40,11 +41,20 @@ RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, 
                "cancel_requested, wake_at, meta")
 
 
-dumps = compact  # one encoder for every row (lashflow.json_text)
+def dumps(value: Any) -> str:
+    """Compact JSON for a row. NaN and Infinity are not JSON: every door refuses them, and
+    this refuses to write one that got past them."""
+    try:
+        return stored(value)
+    except ValueError as exc:  # a NaN or an infinity: nothing is written
+        raise InputInvalid(f"a value to store is not JSON ({exc}); nothing was written",
+                           path="$") from None
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json_loads(text)
+    """A stored JSON text. A NaN or Infinity written by an older version reads as null,
+    so the row stays readable (and every answer made from it valid JSON)."""
+    return None if text is None else read_stored(text)
 
 
 def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:
@@ -70,21 +80,29 @@ def encode_step(step: StepRecord, first: AttemptRecord | None = None) -> Encoded
     outcome = dumps(step.outcome)
     folded = ([first.status, first.code, first.message, first.started_at, first.finished_at]
               if first is not None else None)
+    state = _state_crc(step.step_key, step.status)
     if len(outcome) <= BLOB_THRESHOLD:
-        return EncodedStep(outcome, None, None, _detail(step.detail, outcome, folded))
+        return EncodedStep(outcome, None, None, _detail(step.detail, outcome, folded, state))
     if isinstance(step.outcome, dict) and "value" in step.outcome:
         value = dumps(step.outcome["value"])
         rest = dumps({k: v for k, v in step.outcome.items() if k != "value"})
         blob = hashlib.sha256(value.encode()).hexdigest()
-        return EncodedStep(rest, blob, value, _detail(step.detail, rest + value, folded))
+        return EncodedStep(rest, blob, value, _detail(step.detail, rest + value, folded, state))
     blob = hashlib.sha256(outcome.encode()).hexdigest()
-    return EncodedStep(None, blob, outcome, _detail(step.detail, outcome, folded))
+    return EncodedStep(None, blob, outcome, _detail(step.detail, outcome, folded, state))
 
 
-def _detail(detail: dict[str, Any], checked: str, folded: list[Any] | None) -> str:
-    """The detail column: the step's detail, the checksum of what the row and its blob
-    hold, and the folded first attempt."""
-    out = dict(detail, crc=zlib.crc32(checked.encode()))
+def _state_crc(step_key: str, status: str) -> int:
+    """The checksum of a step's identity and status (``scrc`` in its detail): a row whose
+    status was edited (``done`` back to ``started`` would run the call again) is caught."""
+    return zlib.crc32(f"{step_key}\x00{status}".encode())
+
+
+def _detail(detail: dict[str, Any], checked: str, folded: list[Any] | None,
+            state: int) -> str:
+    """The detail column: the step's detail, the checksums of what the row and its blob
+    hold and of its status, and the folded first attempt."""
+    out = dict(detail, crc=zlib.crc32(checked.encode()), scrc=state)
     if folded is not None:
         out["a1"] = folded
     return dumps(out)
@@ -122,6 +140,10 @@ def step_from_row(run_id: str, row: Sequence[Any], *,
     checked = (rest or "") + text if text is not None else None
     if crc is not None and (checked is None or zlib.crc32(checked.encode()) != crc):
         raise JournalCorrupt.of(run_id, step_key, "the outcome does not match its checksum")
+    state = detail.pop("scrc", None)  # rows written before it was kept have none
+    if state is not None and state != _state_crc(step_key, row[4]):
+        raise JournalCorrupt.of(run_id, step_key, f"its status {row[4]!r} does not match "
+                                "its checksum (edited in the database?)")
     if blob is not None and hashlib.sha256(text.encode()).hexdigest() != blob:
         raise JournalCorrupt.of(run_id, step_key, f"its outcome blob {blob[:12]} was changed")
     outcome = _checked_json(run_id, step_key, "outcome", text)

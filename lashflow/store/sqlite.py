@@ -32,6 +32,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
@@ -187,6 +188,9 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
+_DISK_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL})
+
+
 class _Statements:
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
@@ -195,9 +199,9 @@ class _Statements:
     def create_meta(self, conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
 
-    def schema_version(self, conn: sqlite3.Connection) -> int:
+    def schema_version(self, conn: sqlite3.Connection) -> Any:
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        return row[0] if row else None
 
     def migrate(self, conn: sqlite3.Connection, statement: str) -> None:
         _migrate_statement(conn, statement)
@@ -216,8 +220,9 @@ class _Statements:
         return conn.execute("SELECT 1 FROM meta WHERE key = ?", (UNCHECKED_ROWS,)).fetchone() \
             is not None
 
-    def secret(self, conn: sqlite3.Connection) -> bytes:
-        return bytes(conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()[0])
+    def secret(self, conn: sqlite3.Connection) -> Any:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'secret'").fetchone()
+        return row[0] if row else None
 
     def setting(self, conn: sqlite3.Connection, key: str) -> str | None:
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -374,6 +379,11 @@ class _Statements:
                      "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
                      (now, meta, run_id))
 
+    def forget_completions(self, conn: sqlite3.Connection, run_id: str,
+                           step_keys: list[str]) -> None:
+        conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?",
+                         [(run_id, key) for key in step_keys])
+
     # -- completions and signals -------------------------------------------------------------
     def completion(self, conn: sqlite3.Connection, run_id: str, step_key: str) -> Any:
         return conn.execute(f"SELECT {COMPLETION_COLUMNS} FROM completions WHERE run_id = ? "
@@ -486,11 +496,17 @@ class SqliteBackend:
         self._identity: tuple[int, int] = (0, 0)  # (device, inode) of the file opened
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
         self.inline = self._write_inline
+        self.readonly = False
 
     # -- plumbing ----------------------------------------------------------------------------
     def _db_error(self, exc: sqlite3.Error) -> DbError:
-        """What a user sees of a failing statement: one line naming the file."""
-        return DbError(f"database error on {self.path}: {exc}")
+        """What a user sees of a failing statement: one line naming the file (and, when
+        the disk refused a write, what to do: nothing committed is lost)."""
+        hint = ""
+        if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in _DISK_CODES:
+            hint = ("; the disk may be full (or failing): nothing committed is lost, free "
+                    "space and run the command again")
+        return DbError(f"database error on {self.path}: {exc}{hint}")
 
     def _run(self, conn: sqlite3.Connection, job: Job) -> Any:
         """Run a program to its end on ``conn``, answering each statement it asks for."""
@@ -549,8 +565,15 @@ class SqliteBackend:
             raise value
         return value
 
+    def _target(self, readonly: bool) -> tuple[str, bool]:
+        """(what to connect to, as a URI?): read-only is the file opened ``mode=ro``."""
+        if not readonly:
+            return self.path, False
+        return "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro", True
+
     def _open_reader(self) -> sqlite3.Connection:
-        reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        target, uri = self._target(self.readonly)
+        reader = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=uri)
         try:
             reader.execute("PRAGMA busy_timeout = 0")  # never wait on the loop's thread
             reader.execute("PRAGMA query_only = 1")
@@ -560,18 +583,21 @@ class SqliteBackend:
         return reader
 
     # -- lifetime ----------------------------------------------------------------------------
-    async def open(self, create: bool, schema: Job) -> None:
+    async def open(self, create: bool, schema: Job | None) -> None:
+        self.readonly = schema is None
         directory = os.path.dirname(os.path.abspath(self.path))
         if not create and not os.path.isfile(self.path):
             raise NoDatabase(f"no database at {os.path.abspath(self.path)}: nothing has run "
                              "with it yet (--db or LASHFLOW_DB names another)")
         threads = set(threading.enumerate())
         try:
-            os.makedirs(directory, exist_ok=True)
+            if create:
+                os.makedirs(directory, exist_ok=True)
             # check_same_thread off: a lone writer commits on the loop's thread, never
             # while the connection's own thread runs anything (see _write_inline)
-            self._db = await aiosqlite.connect(self.path, isolation_level=None,
-                                               timeout=self.busy_timeout,
+            target, uri = self._target(self.readonly)
+            self._db = await aiosqlite.connect(target, isolation_level=None,
+                                               timeout=self.busy_timeout, uri=uri,
                                                check_same_thread=False, factory=_Connection)
         except (OSError, sqlite3.Error) as exc:
             await _let_stopped_thread_finish(threads)
@@ -606,8 +632,10 @@ class SqliteBackend:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.1)
 
-    def _setup(self, conn: sqlite3.Connection, schema: Job) -> None:
+    def _setup(self, conn: sqlite3.Connection, schema: Job | None) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        if schema is None:  # read-only: nothing to set up, nothing may be migrated
+            return
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         if self._is_current(conn):
@@ -617,7 +645,8 @@ class SqliteBackend:
             self._run(conn, schema)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back itself (a full disk)
+                conn.execute("ROLLBACK")
             raise
 
     @staticmethod

@@ -32,6 +32,7 @@ _EXPORTS = {
     "assert_called": "lashflow.testing.assertions",
     "assert_step": "lashflow.testing.assertions",
     "run_tool": "lashflow.testing.tool_runs",
+    "Replayer": "lashflow.testing.replayer",
 }
 
 __all__ = sorted(_EXPORTS)

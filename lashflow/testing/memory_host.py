@@ -18,7 +18,7 @@ from lashflow.errors import LimitExceeded
 from lashflow.interp import effects as fx
 from lashflow.interp.compiler import Program
 from lashflow.interp.errors import LashRuntimeError
-from lashflow.interp.limits import Limits
+from lashflow.interp.limits import Limits, too_deep
 from lashflow.interp.values import failure_text
 from lashflow.interp.vm import execute
 
@@ -45,9 +45,10 @@ class MemoryHost:
     def __init__(self, program: Program | None = None, tools: dict[str, Any] | None = None,
                  signals: dict[str, list[Any]] | None = None, *, run_id: str = "run",
                  limits: Limits | None = None, signal_timeout: float = 2.0,
-                 _world: _World | None = None) -> None:
+                 _world: _World | None = None, _depth: int = 0) -> None:
         self.program = program
         self.run_id = run_id
+        self.depth = _depth  # runs nested by `start` above this one, as the engine counts
         self.world = _world or _World(dict(tools or {}), {k: list(v) for k, v in (signals or {}).items()},
                                       limits, signal_timeout)
         self.world.runs[run_id] = self
@@ -94,6 +95,7 @@ class MemoryHost:
 
     # -- the seam -----------------------------------------------------------------------------
     async def perform(self, effect: fx.Effect) -> Any:
+        # the effect limit is the interpreter's, counted as it yields each effect
         handler = getattr(self, "_" + type(effect).__name__)
         return await handler(effect)
 
@@ -144,8 +146,11 @@ class MemoryHost:
         return list(await asyncio.gather(*(self._ToolCall(c) for c in batch.calls)))
 
     async def _StartProcess(self, effect: fx.StartProcess) -> dict[str, Any]:
+        limits = self.world.limits or Limits()
+        if self.depth + 1 > limits.max_child_depth:
+            raise too_deep(limits)
         child_id = f"{self.run_id}/{effect.step}"
-        child = MemoryHost(self.program, run_id=child_id, _world=self.world)
+        child = MemoryHost(self.program, run_id=child_id, _world=self.world, _depth=self.depth + 1)
         self._event("start", process=effect.process, args=effect.args, child=child_id)
         child.task = asyncio.create_task(child._drive(effect.process, effect.args))
         return {"__handle__": "process", "id": child_id}

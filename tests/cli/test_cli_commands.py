@@ -154,7 +154,8 @@ def test_complete_then_resume(lf: Lf, example: Any) -> None:
     key = parked["waiting"][0]["key"]
     delivered = lf("complete", key, "--result", '{"approved": true}', "--json")
     assert delivered.code == 0
-    assert delivered.json == {"run_id": parked["run_id"], "status": "waiting", "delivered": True}
+    assert delivered.json == {"run_id": parked["run_id"], "status": "waiting", "delivered": True,
+                              "duplicate": False}
     finished = outcome(lf("resume", parked["run_id"], "--json"), "finished", 0)
     assert finished["result"]["charged"] is True
     again = outcome(lf("resume", parked["run_id"], "--json"), "finished", 0)  # settled: unchanged

@@ -127,3 +127,121 @@ def test_show_lists_signals_delivered_but_not_taken_yet(lfx: Any, tmp_path: Path
     assert lfx("resume", "g", "--max-wait", "0").code == 3
     assert lfx("show", "g", "--json").json["pending_signals"] == [
         {"name": "decision", "payload": "no"}]
+
+
+HANDLED_FLOW = '''
+process h(marker: str) {
+  first = await tools.ask({q: "handled?"})
+  no = await tools.nope({})
+  r = await tools.flip({marker: marker})?
+  finish { no: no.ok, r: r }
+}
+'''
+
+NOPE_TOOLS = FLAKY_TOOLS + '''
+CALLS = []
+
+@tool
+async def nope() -> ToolResult:
+    return ToolResult.err("no")
+'''
+
+
+def test_retry_restarts_where_the_run_stopped_with_from_and_dry_run(lf: Any,
+                                                                    tmp_path: Path) -> None:
+    """An earlier `err` the process handled is not where a retry restarts; --dry-run says
+    what would run again; --from restarts at a row of `show`."""
+    module = tmp_path / "nope_tools.py"
+    module.write_text(NOPE_TOOLS)
+    flow = tmp_path / "handled.lash"
+    flow.write_text(HANDLED_FLOW)
+    marker = tmp_path / "marker"
+    data = '{"marker": "%s"}' % marker
+    assert lf("run", flow, "--tools", module, "--input", data, "--run-id", "h").code == 1
+    plan = lf("retry", "h", "--tools", module, "--dry-run")
+    assert plan.code == 0 and "would run 1 recorded step(s) again" in plan.out
+    assert "#3  tools.flip" in plan.out and "tools.nope" not in plan.out
+    earlier = lf("retry", "h", "--tools", module, "--dry-run", "--from", "2", "--json").json
+    assert [s["row"] for s in earlier["would_run_again"]] == [2, 3]
+    assert lf("show", "h", "--json").json["status"] == "failed"  # the dry run changed nothing
+    marker.write_text("")
+    assert lf("retry", "h", "--tools", module).code == 0
+    steps = lf("show", "h", "--json").json["steps"]
+    assert [len(s["attempt_log"]) for s in steps] == [1, 1, 2]  # only flip ran again
+    assert lf("retry", "h", "--tools", module, "--from", "9", "--dry-run").code == 2
+
+
+def test_a_cancel_says_it_cancelled_and_a_repeated_result_is_no_error(lf: Any,
+                                                                       tmp_path: Path) -> None:
+    sleepy = tmp_path / "sleepy.lash"
+    sleepy.write_text('sleep for "1h"\nfinish 1\n')
+    assert lf("run", sleepy, "--run-id", "s").code == 3
+    cancelled = lf("cancel", "s", "--reason", "customer withdrew")
+    assert cancelled.code == 0 and cancelled.err == ""
+    assert cancelled.out.strip() == "run s cancelled (customer withdrew)"
+    asking = tmp_path / "asking.lash"
+    asking.write_text(APPROVAL_FLOW)
+    (tmp_path / "asking.py").write_text(APPROVAL_TOOLS)
+    parked = lf("run", asking, "--run-id", "a", "--json")
+    [wait] = parked.json["waiting"]
+    first = lf("complete", wait["key"], "--result", '{"yes": 1}')
+    assert first.code == 0 and first.out.startswith("delivered; run a is waiting")
+    assert lf("waiting", "--json").json["waiting"][0]["state"] == "resolved"
+    listed = lf("waiting").out
+    assert "answered, the run has not resumed yet" in listed and "lashflow resume a" in listed
+    assert "lashflow complete" not in listed
+    again = lf("complete", wait["key"], "--result", '{"yes": 1}', "--json")
+    assert again.code == 0 and again.json["duplicate"] is True
+    other = lf("complete", wait["key"], "--result", '{"yes": 2}')
+    assert other.code == 2 and "error[completion_already_resolved]" in other.err
+
+
+APPROVAL_FLOW = 'process a() {\n  x = await tools.approval({})?\n  finish x\n}\n'
+APPROVAL_TOOLS = '''
+from lashflow import PendingCompletion, ToolCall, ToolResult, tool
+
+@tool
+async def approval(call: ToolCall) -> ToolResult:
+    await call.context.completion_key()
+    return ToolResult.pending(PendingCompletion())
+'''
+
+
+def test_fork_lineage_is_shown_and_copied_steps_say_so(lf: Any, tmp_path: Path) -> None:
+    flow, module = files(tmp_path)
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    data = '{"marker": "%s"}' % marker
+    assert lf("run", flow, "--tools", module, "--input", data, "--run-id", "o").code == 0
+    assert lf("fork", "o", "--from", "2", "--set", "1=true", "--run-id", "w",
+              "--tools", module).code == 0
+    fork = lf("show", "w", "--json").json
+    assert fork["forked_from"]["run_id"] == "o" and lf("show", "o", "--json").json["forks"] == ["w"]
+    shown = lf("show", "w").out
+    assert "forked from run o at step" in shown and "copied" in shown
+    assert "+-" not in shown and "forks: w" in lf("show", "o").out
+    assert "lashflow output" not in shown  # nothing was cut
+
+
+LONG_TOOLS = '''
+from lashflow import tool
+
+@tool
+async def logs() -> str:
+    return "\\n".join(f"line {i}" for i in range(400)) + "\\nTHE END"
+'''
+
+
+def test_show_hints_the_real_output_command_only_when_it_cut(lf: Any, tmp_path: Path) -> None:
+    (tmp_path / "long_tools.py").write_text(LONG_TOOLS)
+    flow = tmp_path / "long.lash"
+    flow.write_text("x = await tools.logs({})?\nfinish 1\n")
+    assert lf("run", flow, "--tools", tmp_path / "long_tools.py", "--run-id", "t").code == 0
+    shown = lf("show", "t").out
+    [hint] = [line for line in shown.splitlines() if "lashflow output" in line]
+    key = lf("show", "t", "--json").json["steps"][0]["step"]
+    assert f"lashflow output t {key}" in hint and "STEP" not in hint
+    short = tmp_path / "short.lash"
+    short.write_text("finish 1\n")
+    assert lf("run", short, "--run-id", "s").code == 0
+    assert "lashflow output" not in lf("show", "s").out

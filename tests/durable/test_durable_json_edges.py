@@ -99,3 +99,36 @@ async def test_a_tool_output_with_a_lone_surrogate_is_a_failed_call(db_url: str)
         unwrapped = await engine.run("x = await tools.garbled({})?\nfinish x")
         assert unwrapped.status is RunStatus.FAILED
         assert "not Unicode text" in unwrapped.error.message
+
+
+def test_the_store_never_writes_nan_or_infinity() -> None:
+    """The safety net behind the doors: a NaN or an infinity that got past them is
+    refused at the write, never stored as text no JSON reader takes."""
+    from lashflow.store.rows import dumps
+
+    for value in (float("nan"), {"x": [float("inf")]}, -float("inf")):
+        with pytest.raises(InputInvalid) as info:
+            dumps(value)
+        assert "nothing was written" in info.value.message
+
+
+async def test_a_nan_stored_by_an_older_version_reads_as_null(tmp_path: Path) -> None:
+    """Rows an older version wrote with NaN kept every read of them failing (500 on
+    HTTP, invalid JSON from show --json): they read as null now."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    async with Engine(db=f"sqlite:///{db}") as engine:
+        await engine.run(ECHO, input={"x": 1}, process="p", run_id="old")
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE runs SET result = '{\"v\": NaN, \"w\": [Infinity]}', "
+                     "meta = '{\"note\": -Infinity}' WHERE run_id = 'old'")
+    conn.close()
+    async with Engine(db=f"sqlite:///{db}") as engine:
+        outcome = await engine.get("old")
+        detail = await engine.run_detail("old")
+    assert outcome.result == {"v": None, "w": [None]}
+    json.dumps(outcome.to_json(), allow_nan=False)
+    json.dumps(detail.to_json(), allow_nan=False)

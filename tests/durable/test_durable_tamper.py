@@ -54,3 +54,59 @@ async def test_an_edited_source_or_input_is_not_run(tmp_path: Path, edit: str) -
     assert outcome.error is not None and outcome.error.code == "journal_corrupt"
     assert "does not match its hash (edited in the database?)" in outcome.error.message
     assert CALLS == []  # nothing ran from the edited run
+
+
+STEPS = """
+process s(n: int) {
+  a = await tools.count({ n: 1 })?
+  b = await tools.count({ n: 2 })?
+  c = await tools.wait_here({ n: n })?
+  d = await tools.count({ n: 3 })?
+  finish d
+}
+"""
+
+
+@pytest.mark.parametrize("edit", [
+    "UPDATE steps SET status = 'started' WHERE seq = 1",
+    "DELETE FROM steps WHERE seq = 2",
+])
+async def test_an_edited_or_deleted_step_row_is_corruption_not_run_again(
+        tmp_path: Path, edit: str) -> None:
+    """A step row set back from done to started, or deleted outside a fan-out, would have
+    made the call run again; the journal is refused instead."""
+    CALLS.clear()
+    db = tmp_path / "s.db"
+    async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
+        parked = await engine.run(STEPS, input={"n": 7}, run_id="r")
+        assert CALLS == [1, 2]
+        await engine.complete(parked.waiting[0].key, ToolResult.ok(True), resume=False)
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute(edit).rowcount == 1
+    conn.close()
+    async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
+        outcome = await engine.resume("r")
+    assert outcome.status is RunStatus.NEEDS_ATTENTION
+    assert outcome.error is not None and outcome.error.code == "journal_corrupt"
+    assert CALLS == [1, 2]  # nothing ran again
+
+
+async def test_a_fan_out_member_missing_is_run_again(tmp_path: Path) -> None:
+    """Inside a fan-out a missing member is what a crash mid-batch leaves: it runs."""
+    CALLS.clear()
+    source = ("process f(n: int) {\n  xs = await [tools.count({ n: i })? for i in range(3)]\n"
+              "  w = await tools.wait_here({ n: n })?\n  finish xs\n}\n")
+    db = tmp_path / "f.db"
+    async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
+        parked = await engine.run(source, input={"n": 7}, run_id="r")
+        await engine.complete(parked.waiting[0].key, ToolResult.ok(True), resume=False)
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute("DELETE FROM steps WHERE step_key LIKE '%:1:1'").rowcount == 1
+    conn.close()
+    CALLS.clear()
+    async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
+        outcome = await engine.resume("r")
+    assert outcome.status is RunStatus.FINISHED and outcome.result == [0, 1, 2]
+    assert CALLS == [1]

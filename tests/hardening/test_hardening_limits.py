@@ -287,3 +287,33 @@ async def test_a_run_cannot_pile_up_values_past_its_live_limit(tmp_path: Path, p
     assert piled.error is not None and piled.error.code == "limit_exceeded"
     assert "over the limit of 16777216 bytes (max_live_bytes)" in piled.error.message
     assert kept.status is RunStatus.FINISHED and kept.result == 8
+
+
+@pytest.mark.parametrize("source", [
+    "x = [range(100000) for i in range(1000)]\nfinish len(x)",
+    "x = [[j for j in range(100000)] for i in range(1000)]\nfinish len(x)",
+])
+async def test_lists_being_built_count_against_the_live_limit(tmp_path: Path, source: str) -> None:
+    """A comprehension's result so far is held by no variable, and `range` made its list
+    without saying so: both piled up to gigabytes before the step limit bit."""
+    limits = Limits(max_steps=2_000_000, max_live_bytes=8 << 20)
+    async with Engine(db=f"sqlite:///{tmp_path / 'nest.db'}", limits=limits) as engine:
+        outcome = await engine.run(source)
+    assert outcome.error is not None and outcome.error.code == "limit_exceeded"
+    assert "over the limit of 8388608 bytes (max_live_bytes)" in outcome.error.message
+
+
+async def test_a_loop_of_prints_is_written_in_groups(tmp_path: Path) -> None:
+    """Prints ride with the run's next write, a group at most every 1,000: reaching
+    max_effects through 5,000 prints costs a handful of commits, not 5,000."""
+    commits: list[int] = []
+    async with Engine(db=f"sqlite:///{tmp_path / 'prints.db'}",
+                      limits=Limits(max_effects=5_000)) as engine:
+        engine.store.on_commit = lambda seconds, size: commits.append(size)
+        failed = await engine.run("for i in range(6000) { print(i) }", run_id="p")
+        printed = await engine.run("for i in range(2500) { print(i) }\nfinish 1", run_id="q")
+        steps = await engine.steps("p")
+    assert failed.error is not None and "more than 5000 effects" in failed.error.message
+    assert len(steps) == 5_000 and steps[-1].outcome["text"] == "4999"  # none lost
+    assert printed.status is RunStatus.FINISHED and len(printed.prints) == 2_500
+    assert len(commits) < 20, len(commits)

@@ -152,6 +152,20 @@ class Soak:
         self.gap, self.min_kills, self.runs, self.deadline = gap, min_kills, runs, deadline
         self.killed_pids: set[int] = set()
         self.figures: Counter[str] = Counter()
+        self._worked: set[int] = set()  # pids of workers that executed a tool
+        self._read = 0  # bytes of the executions log read so far
+
+    def has_worked(self, pid: int) -> bool:
+        """Whether the worker ``pid`` executed a tool yet (the log is read on from where
+        it was left: each line once)."""
+        if pid not in self._worked and self.log.exists():
+            with self.log.open("rb") as log:
+                log.seek(self._read)
+                data = log.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self._read += len(complete)
+            self._worked.update(json.loads(line)["pid"] for line in complete.splitlines())
+        return pid in self._worked
 
     def start_worker(self, slot: int) -> None:
         self.workers[slot] = subprocess.Popen(
@@ -182,6 +196,10 @@ class Soak:
 
 
 async def _killer(soak: Soak, done: asyncio.Event) -> None:
+    """Kills a random worker at a random moment, once it has executed a tool since it
+    started: a gap shorter than a worker's start-up (0.05 s against a second or more on a
+    loaded machine) killed every worker before it did anything, and the campaign made
+    no progress at all. So each kill lands on a worker at work."""
     rng = random.Random(7)
     for slot in range(len(soak.workers)):
         soak.start_worker(slot)
@@ -190,6 +208,10 @@ async def _killer(soak: Soak, done: asyncio.Event) -> None:
             await asyncio.wait_for(done.wait(), rng.uniform(*soak.gap))
         except asyncio.TimeoutError:
             slot = rng.randrange(len(soak.workers))
+            worker = soak.workers[slot]
+            if worker is not None and worker.poll() is None and not soak.has_worked(worker.pid):
+                soak.figures["kills_deferred"] += 1
+                continue
             soak.kill_worker(slot)
             soak.start_worker(slot)
 

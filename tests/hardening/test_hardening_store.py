@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -394,6 +396,60 @@ def test_a_database_from_a_newer_lashflow_is_refused_through_the_cli(tmp_path: P
     conn = sqlite3.connect(db)  # refused without touching it
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "99"
     conn.close()
+
+
+FOREIGN_META = {
+    "text version": "INSERT INTO meta VALUES ('schema_version', 'abc')",
+    "short secret": "INSERT INTO meta VALUES ('schema_version', '{v}'), ('secret', x'0102')",
+    "text secret": "INSERT INTO meta VALUES ('schema_version', '{v}'), ('secret', 'abc')",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOREIGN_META))
+def test_another_applications_meta_table_is_a_db_error(case: str, tmp_path: Path) -> None:
+    db = tmp_path / "theirs.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB)")
+    conn.execute(FOREIGN_META[case].format(v=SCHEMA_VERSION))
+    conn.commit()
+    conn.close()
+    flow = tmp_path / "tiny.lash"
+    flow.write_text("process tiny(n: int) {\n  finish n\n}\n")
+    for args in (["list"], ["run", str(flow), "--input", '{"n": 1}']):
+        result = run_cli(cli_env(f"sqlite:///{db}"), *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith("error[db_error]: database ")
+        assert "meta table lashflow did not write" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    """A child process whose files cannot grow past ``limit`` bytes: its writes beyond
+    fail as on a full disk (EFBIG; the signal that would kill it is ignored)."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_disk_full_while_the_file_is_created_is_clear_and_the_file_usable_later(
+        tmp_path: Path) -> None:
+    """The disk fills while a new database's schema is written: SQLite rolls the
+    transaction back itself; the answer names the disk (it used to be `cannot rollback -
+    no transaction is active`), and once space returns the same file works."""
+    db = tmp_path / "new.db"
+    flow = tmp_path / "tiny.lash"
+    flow.write_text("process tiny(n: int) {\n  finish n\n}\n")
+    args = [sys.executable, "-m", "lashflow", "run", str(flow), "--input", '{"n": 1}']
+    env = cli_env(f"sqlite:///{db}")
+    full = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60,
+                          preexec_fn=_file_size_limit(40_000))
+    assert full.returncode == 2, full.stderr
+    assert full.stderr.startswith("error[db_error]: ") and "disk may be full" in full.stderr
+    assert "cannot rollback" not in full.stderr and "Traceback" not in full.stderr
+    assert db.exists()  # half-created
+    later = run_cli(env, "run", str(flow), "--input", '{"n": 1}')
+    assert later.returncode == 0, later.stderr
 
 
 def test_a_corrupt_run_row_is_one_clear_line_and_other_runs_still_show(tmp_path: Path) -> None:

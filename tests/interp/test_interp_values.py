@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lashflow.interp.errors import LashRuntimeError
 from lashflow.interp.values import (
-    Resource, display, equal, from_json, json_number, json_text, num, number_text, text, to_json,
+    Resource, display, equal, float_text, from_json, json_number, json_text, num, number_text, text, to_json,
     truthy, type_name,
 )
 
@@ -40,7 +40,8 @@ def test_display_forms():
     assert display(()) == "()"
     assert display("raw") == "raw"
     assert display([1e22]) == "[1e22]"
-    assert display(Resource("Tools", "tools")) == '{"__resource__":true,"alias":"tools","type":"Tools"}'
+    # keys in the original's order (it writes them unsorted)
+    assert display(Resource("Tools", "tools")) == '{"__resource__":true,"type":"Tools","alias":"tools"}'
     assert json_text("é\n") == '"é\\n"'
 
 
@@ -129,3 +130,18 @@ def test_json_survives_tool_output_to_value_to_json(data):
     assert _same_json(back, data)
     assert _same_json(json.loads(json.dumps(back)), data)
     assert _same_json(json.loads(json_text(from_json(data))), data)
+
+
+def test_tuples_nest_as_tuples_and_numbers_in_them_have_no_exponent():
+    assert display(((1.0, 2.0), ("a",), ())) == '((1, 2), ("a",), ())'
+    assert display((1e-7, 7e25, [1e-7])) == "(0.0000001, 70000000000000000000000000, [1e-7])"
+
+
+def test_number_text_as_the_reference_prints_it():
+    """Text coercion (``join``, ``trim``...) prints numbers as Rust does: ``-0`` for
+    negative zero, digits for huge integers, and an exact tie between two shortest
+    decimals rounded up (Python's repr rounds it to even)."""
+    assert [float_text(x) for x in (-0.0, 2.0**64, 1e21)] == \
+        ["-0", "18446744073709552000", "1000000000000000000000"]
+    tie = 178500000000127.5 - 353.372  # exactly ...774.125
+    assert repr(tie) == "178499999999774.12" and float_text(tie) == "178499999999774.13"

@@ -23,6 +23,8 @@ CASES = [
     ("process p() {}\nprocess p() {}", "duplicate declaration `p`"),
     ("process p(a: int, a: int) {}", "duplicate process parameter `a`"),
     ("process p() signals { s: int, s: str } {}", "duplicate process signal `s`"),
+    ('process p() signals { decision: any } {\n  d = wait_signal("decsion")\n}',
+     "process `p` declares no signal `decsion` (its signals: `decision`)"),
     ("process p(a: Nope) {}", "unknown type `Nope`"),
     ("type A = { b: list[Missing] }", "unknown type `Missing`"),
     ("process p() -> cron.Tick { finish 1 }", "unknown type `cron.Tick`"),
@@ -125,6 +127,7 @@ OK = [
     'x = validate({ a: 1 }, Type { a: int })',
     "tools = 1\nx = tools + 1",
     "process p(n: int) -> int { total = 0\n for i in range(n) { total = total + i }\n finish total }",
+    'process p() {\n  d = wait_signal("any")\n}',  # no signals declared: any name
 ]
 
 
@@ -212,3 +215,29 @@ def test_a_literal_sleep_that_cannot_work_is_a_link_error(source: str, message: 
                                     "d = \"2 minutes\"\nsleep for d"])  # computed: run time
 def test_good_or_computed_sleeps_link(source: str) -> None:
     assert check(source, Catalog()) == []
+
+
+@pytest.mark.parametrize("source, message, hint", [
+    ("process p() { out = push(out, 1)\n  finish out }", "unknown name `out`",
+     "`out` is assigned only later in the process body"),
+    ("process p() -> int { if true { finish 1 } }",
+     "process `p` return type is incompatible: expected int, got int | null",
+     "the body can end without `finish`, which finishes with null"),
+    ("process p() -> int { if true { finish 1 } else { finish 2.5 } }",
+     "process `p` return type is incompatible: expected int, got int | float", None),
+])
+def test_process_bodies_are_checked_along_their_flow(source: str, message: str,
+                                                     hint: str | None) -> None:
+    with pytest.raises(LangError) as info:
+        link(parse(source), CATALOG)
+    assert (info.value.diagnostic.message, info.value.diagnostic.hint) == (message, hint)
+
+
+@pytest.mark.parametrize("source", [
+    "process p() -> int { finish 1\n  finish \"dead\" }",  # after `finish`: not what it returns
+    "process p() -> int { if true { finish 1 } else { fail \"no\" } }",
+    "process p() { if true { out = 1 }\n  finish out }",  # maybe assigned is enough
+    "tools.read({})\ntools = 1",  # a module until the variable exists
+])
+def test_what_the_original_accepts_links(source: str) -> None:
+    link(parse(source), CATALOG)

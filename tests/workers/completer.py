@@ -7,7 +7,8 @@ Reads the completion keys the ``park`` tool wrote to LOG and resolves each with
 worker has to pick it up. Without ``--eager`` it waits for N keys, then delivers at R per
 second; with ``--eager`` it delivers each key as soon as it shows up (racing the run's
 park). LOG lines are ``pid run_id/step tag time key``. One line per key goes to OUT: ``run_id t_before t_after status seen``: the
-run's status after the delivery, and (``--eager``) before it.
+run's status after the delivery (``duplicate``: the key already had this very answer),
+and (``--eager``) before it.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ async def deliver(engine: Engine, run_id: str, key: str, out: list[str], *, look
     seen = (await engine.get_record(run_id)).status if look else "-"
     before = time.time()
     try:
-        status = (await engine.complete(key, ToolResult.ok(VALUE), resume=False)).value
+        delivery = await engine.deliver(key, ToolResult.ok(VALUE), resume=False)
+        status = "duplicate" if delivery.duplicate else delivery.status.value
     except CompletionError as exc:
         status = exc.code
     out.append(f"{run_id} {before:.6f} {time.time():.6f} {status} {seen}")

@@ -1,0 +1,265 @@
+"""The differences from the original that lashflow keeps on purpose (docs/adr/0025 lists
+them, with the reason for each). ``accepted_class`` names the class a difference belongs
+to, or returns None: then it is a divergence to fix. Each rule looks at both outcomes and,
+where it must, at what lashflow's own front end sees in the program.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable
+
+Outcome = dict[str, Any]
+
+# What the original prints for 2^63 and 2^64 (one too low), and what lashflow prints.
+_BOUNDARY_TEXT = {"9223372036854775807": "9223372036854775808",
+                  "18446744073709551615": "18446744073709552000"}
+
+
+def _message(o: Outcome) -> str:
+    return str(o.get("message") or "")
+
+
+def _numbers_as_one(message: str) -> str:
+    """Number types as one, and out of unions (lashflow joins ``int | float`` to
+    ``float`` and keeps the other members' order)."""
+    message = re.sub(r"\b(int|float|number)\b", "NUM", message)
+    return re.sub(r"NUM \| |( \| NUM)+\b", "", message)  # number members of a union dropped
+
+
+def _walk(node: Any) -> Any:
+    """Every AST node under ``node`` (dataclass fields, lists, tuples)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (list, tuple)):
+            todo.extend(n)
+        elif hasattr(n, "__dataclass_fields__"):
+            yield n
+            todo.extend(getattr(n, f) for f in n.__dataclass_fields__)
+
+
+def _module(source: str) -> Any:
+    from lashflow.lang import parse
+    from lashflow.lang.diagnostics import LangError
+
+    try:
+        return parse(source)
+    except LangError:
+        return None
+
+
+def _links_with_plus_as_number(source: str) -> str | None:
+    """lashflow's link outcome (None, or the message) with every ``+`` typed as a number
+    and its operands unchecked, as the original's linker does."""
+    from lashflow.lang import ast as A
+    from lashflow.lang import types as T
+    from lashflow.lang.catalog import Catalog
+    from lashflow.lang.diagnostics import LangError
+    from lashflow.lang.linker import Linker
+
+    module = _module(source)
+    if module is None:
+        return "does not parse"
+
+    class PlusAsNumber(Linker):
+        def binary(self, e: A.Binary, env: Any) -> T.SType:
+            if e.op != "+":
+                return super().binary(e, env)
+            self.expr(e.left, env)
+            self.expr(e.right, env)
+            return T.FLOAT
+
+    operations = sorted({n.operation for n in _walk(module) if isinstance(n, A.ReceiverCall)})
+    try:
+        PlusAsNumber(module, Catalog.permissive({"tools": operations or ["noop"]})).run()
+    except LangError as exc:
+        return exc.diagnostic.message
+    return None
+
+
+def _plus_not_a_number(source: str) -> bool:
+    """lashflow's linker types some ``+`` as text, a list or unknown: the original's
+    linker types every ``+`` as a number."""
+    from lashflow.lang import ast as A
+    from lashflow.lang import types as T
+    from lashflow.lang.catalog import Catalog
+    from lashflow.lang.linker import Linker
+
+    module = _module(source)
+    if module is None:
+        return False
+    seen: list[bool] = []
+
+    class Watching(Linker):
+        def binary(self, e: A.Binary, env: Any) -> T.SType:
+            result = super().binary(e, env)
+            if e.op == "+" and result not in (T.INT, T.FLOAT):
+                seen.append(True)
+            return result
+
+    operations = sorted({n.operation for n in _walk(module) if isinstance(n, A.ReceiverCall)})
+    try:
+        Watching(module, Catalog.permissive({"tools": operations or ["noop"]})).run()
+    except Exception:  # noqa: BLE001 - a program that does not link still told us
+        pass
+    if seen:
+        return True
+    return any(isinstance(n, A.Binary) and n.op == "+" and any(
+        isinstance(side, (A.ListLit, A.TupleLit, A.Comprehension)) for side in (n.left, n.right))
+        for n in _walk(module))
+
+
+def _indexes_empty_literal(source: str) -> bool:
+    from lashflow.lang import ast as A
+
+    module = _module(source)
+    return module is not None and any(
+        isinstance(n, A.Index) and isinstance(n.obj, (A.ListLit, A.TupleLit)) and not n.obj.items
+        for n in _walk(module))
+
+
+def original_panics(ref: Outcome, new: Outcome, source: str) -> bool:
+    return ref.get("outcome") == "panic"
+
+
+def plus_typed_number(ref: Outcome, new: Outcome, source: str) -> bool:
+    ref_says = (ref.get("outcome") == "link_error" and re.search(r"\bfloat\b", _message(ref))
+                and _message(ref) != _message(new))
+    if ref_says and _plus_not_a_number(source):
+        return True
+    if new.get("outcome") != "link_error" or not _plus_not_a_number(source):
+        return False
+    original = _message(ref) if ref.get("outcome") == "link_error" else None
+    return _links_with_plus_as_number(source) == original
+
+
+def boundary_integers_one_too_low(ref: Outcome, new: Outcome, source: str) -> bool:
+    from outcomes import differs  # noqa: PLC0415 - sibling module
+
+    text = json.dumps(ref)
+    if not any(low in text for low in _BOUNDARY_TEXT):
+        return False
+    for low, exact in _BOUNDARY_TEXT.items():
+        text = text.replace(low, exact)
+    return differs(json.loads(text), new, source) is None
+
+
+def empty_list_item_typed_null(ref: Outcome, new: Outcome, source: str) -> bool:
+    if ref.get("outcome") != "link_error":
+        return False
+    message = _message(ref)
+    if new.get("outcome") == "link_error" and message.replace("list[null]", "list[any]") == _message(new):
+        return True
+    return bool(re.search(r"\bnull\b", message)) and _indexes_empty_literal(source)
+
+
+def int_and_float_typing(ref: Outcome, new: Outcome, source: str) -> bool:
+    if ref.get("outcome") != "link_error":
+        return False
+    if "return type is incompatible: expected int, got float" in _message(ref):
+        return True
+    return (new.get("outcome") == "link_error"
+            and _numbers_as_one(_message(ref)) == _numbers_as_one(_message(new)))
+
+
+def lashflow_limits(ref: Outcome, new: Outcome, source: str) -> bool:
+    if new.get("outcome") == "limit_exceeded":
+        return True
+    return ref.get("outcome") == "timeout" and new.get("outcome") in ("timeout", "skipped")
+
+
+def json_parser_text(ref: Outcome, new: Outcome, source: str) -> bool:
+    return (ref.get("outcome") == new.get("outcome") == "runtime_error"
+            and _message(ref).startswith("invalid json: ")
+            and _message(new).startswith("invalid json: "))
+
+
+def sleep_checked_when_linked(ref: Outcome, new: Outcome, source: str) -> bool:
+    return ("sleep failed" in _message(ref) or "invalid duration" in _message(ref)
+            or (new.get("outcome") == "link_error" and re.match(r"invalid (duration|deadline)",
+                                                                  _message(new)) is not None))
+
+
+def signal_name_located(ref: Outcome, new: Outcome, source: str) -> bool:
+    return (ref.get("outcome") == new.get("outcome") == "parse_error"
+            and _message(ref) == _message(new)
+            and "non-literal signal name" in _message(ref))
+
+
+def _unwraps_an_unwrapped_await(source: str) -> bool:
+    from lashflow.lang import ast as A
+
+    module = _module(source)
+    return module is not None and any(
+        isinstance(n, A.Unwrap) and isinstance(n.expr, A.Await) and isinstance(n.expr.expr, A.Unwrap)
+        for n in _walk(module))
+
+
+def outer_unwrap_kept(ref: Outcome, new: Outcome, source: str) -> bool:
+    """``(await call?)?``: the original drops the outer ``?``; lashflow applies it."""
+    return ref.get("outcome") in ("finished", "continued") and _unwraps_an_unwrapped_await(source)
+
+
+def resource_field_read_at_link(ref: Outcome, new: Outcome, source: str) -> bool:
+    """``tools.nope`` read as a field: lashflow refuses it when linking (its type is known
+    then), the original when the run reaches it, or after another check of its own."""
+    return (new.get("outcome") == "link_error"
+            and re.match(r"cannot access `\.[^`]*` on opaque host descriptor", _message(new)) is not None
+            and (ref.get("outcome") == "link_error"
+                 or re.match(r"can't read `\.[^`]*` from resource", _message(ref)) is not None))
+
+
+def literal_over_union_variable(ref: Outcome, new: Outcome, source: str) -> bool:
+    """The original refuses a string literal stored (alone or inside a list or tuple)
+    over a variable or element whose inferred type is a union (``x = true ? 1 : 0.5`` then
+    ``x = "a"``), but not over one of a single type: lashflow lets a variable take a new
+    value of any type."""
+    return (ref.get("outcome") == "link_error" and new.get("outcome") != "link_error"
+            and re.match(r"expected [^,]* \| [^,]*, got incompatible literal", _message(ref)) is not None)
+
+
+def _without_process_refs(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_without_process_refs(x) for x in v]
+    if isinstance(v, dict):
+        if v.get("$lash_process") is True:
+            return {k: x for k, x in v.items() if k in ("$lash_process", "process_name")}
+        return {k: _without_process_refs(x) for k, x in v.items()}
+    return v
+
+
+def process_value_without_refs(ref: Outcome, new: Outcome, source: str) -> bool:
+    """A process used as a value: the original adds content hashes of its own build."""
+    from outcomes import differs  # noqa: PLC0415 - sibling module
+
+    if "$lash_process" not in json.dumps(ref):
+        return False
+    return differs({**ref, "value": _without_process_refs(ref.get("value"))}, new, source) is None
+
+
+# name -> rule; the names are the ones docs/adr/0025 uses
+CLASSES: dict[str, Callable[[Outcome, Outcome, str], bool]] = {
+    "original-panics": original_panics,
+    "empty-list-item-typed-null": empty_list_item_typed_null,
+    "plus-typed-number": plus_typed_number,
+    "boundary-integers-one-too-low": boundary_integers_one_too_low,
+    "int-and-float-typing": int_and_float_typing,
+    "lashflow-limits": lashflow_limits,
+    "json-parser-text": json_parser_text,
+    "sleep-checked-when-linked": sleep_checked_when_linked,
+    "signal-name-located": signal_name_located,
+    "outer-unwrap-kept": outer_unwrap_kept,
+    "resource-field-read-at-link": resource_field_read_at_link,
+    "literal-over-union-variable": literal_over_union_variable,
+    "process-value-without-refs": process_value_without_refs,
+}
+
+
+def accepted_class(ref: Outcome, new: Outcome, source: str) -> str | None:
+    """The ADR class that explains the difference between two outcomes, if any."""
+    for name, rule in CLASSES.items():
+        if rule(ref, new, source):
+            return name
+    return None
