@@ -18,7 +18,7 @@ from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits, too_deep
 from ..interp.values import from_json, to_json
-from ..store import RunRecord
+from ..store import RunRecord, StepRecord
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .journal import DriveFlags, RunJournal
 from .outcome import Wait
@@ -158,7 +158,7 @@ class DurableHost:
         now = self.clock.now()
         answers: list[Any] = [None] * len(effect.awaits)
         joins: list[tuple[int, fx.AwaitHandle, str]] = []
-        done = []
+        done: list[StepRecord] = []
         for index, one in enumerate(effect.awaits):
             decision = machine.await_one(one, now)
             if decision.action is RUN:

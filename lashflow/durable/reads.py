@@ -187,7 +187,8 @@ class Reads:
             out.extend((run.run_id, wait) for wait in waits)
         return out
 
-    async def current_waits(self, run_id: str, waits: list[Wait]) -> list[Wait]:
+    async def current_waits(self, run_id: str,
+                            waits: builtins.list[Wait]) -> builtins.list[Wait]:
         """``waits`` with each completion wait whose key was answered since the run
         parked marked ``resolved``, its command the one that resumes the run (the key's
         own command would only be refused now)."""

@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeV
 from ..errors import DbError
 from . import programs
 from .base import (
-    SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
 from .group_commit import GroupCommit, Inline, Outcome
@@ -116,9 +116,9 @@ class CoreStore(Store):
             if schema is None:
                 version = programs.schema_version_of(
                     await self._read(one, "schema_version", scan=True), backend.label)
-                if version != programs.SCHEMA_VERSION:
+                if version != SCHEMA_VERSION:
                     raise DbError(f"database {backend.label} has schema version {version}, "
-                                  f"this lashflow reads {programs.SCHEMA_VERSION}: open it once "
+                                  f"this lashflow reads {SCHEMA_VERSION}: open it once "
                                   "for writing (any command that runs) to migrate it")
             self._crc_required = not await self._read(one, "unchecked_mark", scan=True)
         except BaseException:

@@ -615,7 +615,7 @@ class SqliteBackend:
             await self.close()
             raise
 
-    async def _setup_with_retry(self, schema: Job) -> None:
+    async def _setup_with_retry(self, schema: Job | None) -> None:
         """Several processes opening a brand-new file at once: switching it to WAL can be
         refused at once with "database is locked" (SQLite does not wait its busy timeout
         there), so the whole setup is tried again until the busy timeout has passed."""
