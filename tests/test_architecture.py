@@ -297,3 +297,12 @@ def test_the_store_never_reads_the_wall_clock() -> None:
                  if (found := _WALL_CLOCK.findall(path.read_text(encoding="utf-8")))}
     assert offenders == {}
     assert _WALL_CLOCK.findall("x = time.time()\nSELECT now() FROM t") == ["time.time(", "now()"]
+
+
+def test_json_is_written_by_one_module() -> None:
+    """Every encoder is ``lashflow.json_text``'s: a shape written in two places drifts."""
+    writes = re.compile(r"json\.dumps\(|JSONEncoder\(")
+    offenders = sorted(str(path.relative_to(PACKAGE.parent)) for path in PACKAGE.rglob("*.py")
+                       if path.name != "json_text.py"
+                       and writes.search(path.read_text(encoding="utf-8")))
+    assert offenders == []

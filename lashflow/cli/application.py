@@ -8,7 +8,7 @@ from typing import Callable
 import typer
 
 from .. import __version__
-from . import operate, reads, run, serve, tooling
+from . import operate, reads, run, serve, tooling, versions
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -45,6 +45,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, operate.complete), (None, operate.signal), (None, operate.cancel),
     ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
     (None, operate.gc), (None, serve.serve),
+    (None, versions.verify), (None, versions.diff), (None, versions.export),
 ]
 for name, command in COMMANDS:
     app.command(name)(command)
