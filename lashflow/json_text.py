@@ -12,6 +12,7 @@ must not drift (a digest of canonical JSON must match across layers). So:
 - ``ascii_compact``: compact, ASCII only (the parts of tokens: completion keys, list
   cursors, log lines for collectors);
 - ``line``: ``", "`` and ``": "`` separators, non-ASCII kept (the CLI's ``--json``);
+  ``line_sorted`` the same with sorted keys (recorded arguments shown to a person);
 - ``pretty``: indented by two, non-ASCII kept (a step's full output; ``sort_keys`` and
   ``lenient`` for the console's views).
 
@@ -30,6 +31,7 @@ _STORED_DECODER = json.JSONDecoder(parse_constant=lambda name: None)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _ASCII_COMPACT = json.JSONEncoder(separators=(",", ":"))
 _LINE = json.JSONEncoder(ensure_ascii=False)
+_LINE_SORTED = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
 _PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False)
 _PRETTY_SORTED_ANY = json.JSONEncoder(indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
@@ -41,6 +43,7 @@ read_stored: Callable[[str], Any] = _STORED_DECODER.decode
 canonical: Callable[[Any], str] = _CANONICAL.encode
 ascii_compact: Callable[[Any], str] = _ASCII_COMPACT.encode
 line: Callable[[Any], str] = _LINE.encode
+line_sorted: Callable[[Any], str] = _LINE_SORTED.encode
 loads: Callable[..., Any] = json.loads
 
 
@@ -50,5 +53,5 @@ def pretty(value: Any, *, sorted_lenient: bool = False) -> str:
     return (_PRETTY_SORTED_ANY if sorted_lenient else _PRETTY).encode(value)
 
 
-__all__ = ["ascii_compact", "canonical", "compact", "compact_any", "line", "loads", "pretty",
-           "read_stored", "stored"]
+__all__ = ["ascii_compact", "canonical", "compact", "compact_any", "line", "line_sorted",
+           "loads", "pretty", "read_stored", "stored"]
