@@ -46,6 +46,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
     (None, operate.gc), (None, serve.serve),
     (None, versions.verify), (None, versions.diff), (None, versions.export),
+    (None, versions.deploy), (None, versions.upgrade), ("versions", versions.versions_cmd),
 ]
 for name, command in COMMANDS:
     app.command(name)(command)
