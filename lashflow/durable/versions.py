@@ -11,7 +11,6 @@ says ``compatible``, in one atomic write that also keeps the version it came fro
 from __future__ import annotations
 
 import builtins
-
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
