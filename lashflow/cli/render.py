@@ -8,7 +8,6 @@ invocation chose (``--utc``, the ``--db`` to repeat, the run's source) comes wit
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from shlex import quote
@@ -149,7 +148,7 @@ def _print_json(display: Display, value: Any) -> None:
 
     from ..tools import project_output
 
-    text = json.dumps(value, ensure_ascii=False)
+    text = dumps(value)
     if len(text) > 16 * 1024:  # too big to pretty-print: the budgeted preview instead
         display.line(project_output(value))
         return
@@ -217,7 +216,7 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
     for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
                           ("state", "left"), ("tries", "right"), ("took", "right"),
                           ("at", "right"), ("outcome", "left")):
-        table.add_column(name, justify=justify,  # type: ignore[arg-type]
+        table.add_column(name, justify=justify,  # type: ignore[arg-type]  # rich wants a Literal
                          overflow="ellipsis" if name == "outcome" else "fold",
                          no_wrap=name in ("outcome", "step"), style="dim" if name == "#" else None)
     for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
