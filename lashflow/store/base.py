@@ -11,11 +11,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
+from ..json_text import stored
 
 SCHEMA_VERSION = 6
 # Every journal row written from schema version 4 on carries its checksum; a database
@@ -24,7 +24,6 @@ SCHEMA_VERSION = 6
 CHECKSUMS_REQUIRED_FROM = 4
 UNCHECKED_ROWS = "unchecked_rows"
 SETTING_PREFIX = "setting."  # meta keys of ``Store.setting``: apart from the store's own
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # as rows.dumps
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
@@ -211,8 +210,7 @@ class ScheduleRow:
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values in ``store.schedules.SCHEDULE_COLUMNS`` order."""
-        encode = _ENCODE
-        return (self.name, encode(self.definition), encode(self.state), bool(self.paused),
+        return (self.name, stored(self.definition), stored(self.state), bool(self.paused),
                 self.note, self.due_at, self.version, self.created_at, self.updated_at)
 
 
