@@ -129,6 +129,25 @@ def test_the_interpreter_imports_neither_asyncio_nor_the_store_nor_the_durable_l
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def test_the_replay_machine_and_the_verifier_decide_without_io() -> None:
+    """The replay machine and the verifier's host take a loaded journal and answer with
+    decisions: no event loop, no database, no clock of their own, no tool layer beyond
+    its outcome records (the live host, the tool runner and the verifier's reads do I/O)."""
+    edges = graph()
+    for name in ("lashflow.durable.replay", "lashflow.durable.verify"):
+        direct = imports_of(PACKAGE / "durable" / f"{name.rsplit('.', 1)[1]}.py",
+                            frozenset(edges))
+        assert not direct & {"asyncio", "time", "aiosqlite", "asyncpg"}, (name, direct)
+        inside = {m for m in direct if m.startswith("lashflow.")}
+        assert not any(m.startswith(("lashflow.store.", "lashflow.tools.", "lashflow.durable."))
+                       and m not in ("lashflow.store.base", "lashflow.tools.outcome",
+                                     "lashflow.durable.replay", "lashflow.durable.canonical",
+                                     "lashflow.durable.outcome", "lashflow.durable.programs",
+                                     "lashflow.durable.order")
+                       for m in inside), (name, sorted(inside))
+        assert not {"lashflow.store", "lashflow.tools"} & inside, name
+
+
 # Every module of the package belongs to one layer; each layer may import only the layers
 # named here (and itself). The foundation (errors, run states, JSON values) is reached by
 # all; lang, interp and schedules are pure; tools and store know nothing of the language;

@@ -7,7 +7,7 @@ source errors) and exit code 2 (``exits``). What one invocation chose and learne
 in an ``Invocation`` (``context``), never in module globals.
 
 Modules: ``application`` (the typer app, in command order), ``run`` / ``operate`` /
-``reads`` / ``tooling`` / ``serve`` (commands by theme), ``options`` (shared options and
+``reads`` / ``tooling`` / ``serve`` / ``versions`` (commands by theme), ``options`` (shared options and
 value readers), ``render`` and ``live`` (output), ``exits`` and ``usage`` (the error
 contract), ``output`` (writing lines), ``context`` (the invocation).
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import operate, reads, run, serve, tooling
+from . import operate, reads, run, serve, tooling, versions
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -41,7 +41,8 @@ for command in (run.run, run.submit, run.resume, run.retry, run.fork, run.recove
                 operate.complete, operate.signal, operate.cancel):
     app.command()(command)
 app.command("list")(reads.list_runs)
-for command in (reads.show, reads.waiting, reads.output, operate.gc, serve.serve):
+for command in (reads.show, reads.waiting, reads.output, operate.gc, serve.serve,
+                versions.verify, versions.diff, versions.export):
     app.command()(command)
 
 

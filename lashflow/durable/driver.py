@@ -32,12 +32,13 @@ from .cancels import CancelWatcher
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .events import Events
 from .host import DurableHost
-from .journal import DriveFlags, RunJournal, check_journal
+from .journal import DriveFlags, RunJournal
 from .order import check_sequence
 from .outcome import RunOutcome, Wait
 from .ports import Family
 from .programs import Compiled, Programs, source_digest
 from .reads import Reads
+from .replay import ReplayMachine, check_journal
 from .tool_runner import ToolRunner
 
 log = logging.getLogger("lashflow.engine")
@@ -336,8 +337,8 @@ class Driver:
             if not drive.flags.cancel_requested:
                 return await self._journal_corrupt(drive, exc)
             steps, attempts = [], []  # a cancel replays nothing
-        journal = RunJournal(self.store, run.run_id, drive.generation, self.clock, self.events,
-                             steps, attempts, run.meta.get("retries"))
+        machine = ReplayMachine(run.run_id, steps, attempts, run.meta.get("retries"))
+        journal = RunJournal(self.store, machine, drive.generation, self.clock, self.events)
         assert self.family is not None
         host = DurableHost(run, drive.compiled.source_hash, journal, self.tools, self.family,
                            drive.flags, self.limits)
@@ -398,7 +399,7 @@ class Driver:
         run = drive.run
         change.release_lease = True
         change.updated_at = self.clock.now()
-        steps, attempts = host.journal.take_held()
+        steps, attempts = host.machine.take_held()  # folded into the run's last write
         wake = run.parent_run_id if change.status in SETTLED else None  # see Commit.wake
         await self.store.commit(Commit(run.run_id, drive.generation, steps, attempts, run=change,
                                        wake=wake, wake_at=change.updated_at or 0.0))

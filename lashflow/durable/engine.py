@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
-from ..errors import InputInvalid, RunBusy, RunConflict, UsageError
+from ..errors import DbError, InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
@@ -27,6 +27,7 @@ from .checking import FileCheck, check_file
 from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
+from . import export as exported
 from .events import Events, Listener
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
@@ -34,6 +35,8 @@ from .programs import Compiled, Programs, entry_of
 from .reads import Reads
 from .settle import settle
 from .tool_runner import ToolRunner
+from .verifier import Verifier, VerifyReport
+from .verify import Verdict
 from .worker import Worker
 
 LEASE_TTL = 30.0
@@ -59,23 +62,25 @@ class Engine:
     ``lashflow.testing.FakeClock`` in tests. ``concurrency``: runs driven at once here
     (a parked run does not count). ``limits``: what one run may use (``Limits``).
     ``create=False``: where there is no database yet, opening raises ``NoDatabase`` and
-    makes none (for tools that only read). ``store``: a ``Store`` built by the caller
-    instead of one opened from ``db`` (``lashflow.testing`` wraps one to simulate a
-    crash). ``telemetry``: None finds OpenTelemetry
+    makes none (for tools that only read); ``readonly``: the database refuses every
+    write (for ``verify``). ``store``: a ``Store`` built by the caller instead of one
+    opened from ``db`` (``lashflow.testing`` wraps one to simulate a crash).
+    ``telemetry``: None finds OpenTelemetry
     providers the application installed before the engine opens (``Telemetry.detect``),
     True also counts for ``/metrics``, False reports nothing, or a ``Telemetry``."""
 
     def __init__(self, db: str | None = None, tools: Iterable[Any] = (), modules: Iterable[str] = (),
                  plugins: Any = None, model_provider: Any = None, clock: Clock | None = None, *,
                  concurrency: int = 64, limits: Limits | None = None,
-                 lease_ttl: float = LEASE_TTL, create: bool = True,
+                 lease_ttl: float = LEASE_TTL, create: bool = True, readonly: bool = False,
                  telemetry: Telemetry | bool | None = None, store: Store | None = None) -> None:
         self.db = db
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
         self.limits = limits or Limits()
         self.owner = new_owner_id()
-        self.store = store if store is not None else open_store(db, create=create)
+        self.store = (store if store is not None
+                      else open_store(db, create=create, readonly=readonly))
         self.events = Events()
         self.plugins = plugins
         self._initial_tools = list(tools)
@@ -92,6 +97,7 @@ class Engine:
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
+        self.verifier = Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
 
@@ -407,6 +413,39 @@ class Engine:
 
     async def waiting(self) -> list[tuple[str, Wait]]:
         return await self.reads.waiting()
+
+    # -- changing workflows ------------------------------------------------------------
+    async def verify(self, source_or_path: str | os.PathLike[str], *, process: str | None = None,
+                     runs: Iterable[str] = (), status: str | Iterable[str] | None = None,
+                     keep_all: bool = False) -> VerifyReport:
+        """Replay runs against an edited program without running or writing anything:
+        the runs named, or every run of its processes (or ``process``) that has not
+        settled (or whose status is in ``status``). Counts by verdict; the runs that are
+        not ``compatible`` (every run with ``keep_all``)."""
+        compiled = self.programs.compile(self.tools.read_source(source_or_path).text)
+        return await self.verifier.report(compiled, keep_all=keep_all, process=process,
+                                          run_ids=runs, statuses=status)
+
+    async def export(self, run_ids: Iterable[str]) -> dict[str, Any]:
+        """Runs as one JSON document (source, input and journal of each; no completion
+        key and no secret): fixtures for ``lashflow.testing.Replayer``."""
+        runs = []
+        for run_id in run_ids:
+            run = await self.reads.require(run_id)
+            steps, attempts = await self.store.load_journal(run.run_id)
+            source = await self.store.get_source(run.source_hash)
+            if source is None:
+                raise DbError(f"run {run.run_id}: its source is missing from the database")
+            runs.append(exported.run_entry(run, source, steps, attempts))
+        return exported.document(runs, self.clock.now())
+
+    def verdicts(self, source_or_path: str | os.PathLike[str], *, process: str | None = None,
+                 runs: Iterable[str] = (), status: str | Iterable[str] | None = None
+                 ) -> AsyncIterator[Verdict]:
+        """``verify``'s verdicts one run at a time, as they are decided (any number of
+        runs in flat memory)."""
+        compiled = self.programs.compile(self.tools.read_source(source_or_path).text)
+        return self.verifier.verdicts(compiled, process=process, run_ids=runs, statuses=status)
 
 
 MAX_RUN_ID = 256  # a completion key carries its run id, and a key has at most 8,192 characters

@@ -1,8 +1,9 @@
 """The durable host: the interpreter's effect seam backed by the journal.
 
-Every effect has a step key. If the journal (read once per drive) holds the step's
-outcome, the host returns it without running anything; otherwise it runs the effect for
-real and commits its outcome before the interpreter moves on. Waits (completion keys,
+Every effect has a step key. The replay machine (``replay.py``) decides what to do with
+it: answer from the journal without running anything, run it for real, wait, or stop.
+This host carries the decision out (a tool call, a child run, a signal lookup) and
+writes what the machine asks before the interpreter moves on. Waits (completion keys,
 sleeps, signals, child runs) raise ``Parked``: the run stops where it stands and is
 re-driven later by replay.
 """
@@ -10,22 +11,32 @@ re-driven later by replay.
 from __future__ import annotations
 
 from shlex import quote
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NoReturn
 
 from ..errors import LashflowError, LimitExceeded
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits, too_deep, too_many_effects
-from ..interp.timeparse import sleep_deadline
 from ..interp.values import from_json, to_json
-from ..store import RunRecord, StepRecord
-from .canonical import diff_paths, digest
-from .endings import Drained, ReplayMismatch, RunCancelled
+from ..store import RunRecord
+from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .journal import DriveFlags, RunJournal
 from .outcome import Wait
 from .prints import Prints
 from .ports import ChildRuns
+from .replay import ATTENTION, FAIL, MISMATCH, PENDING, REPLAY, RUN, Decision
 from .tool_runner import PARKED, ToolRunner
+
+
+def stop(decision: Decision) -> NoReturn:
+    """End the drive the way a decision that is no answer says."""
+    if decision.action is MISMATCH:
+        raise ReplayMismatch(decision.message, step=decision.step, paths=list(decision.paths))
+    if decision.action is ATTENTION:
+        raise NeedsAttention(decision.message, step=decision.step)
+    if decision.action is FAIL:
+        raise FailTurn(decision.message)
+    raise fx.Parked(list(decision.waits))
 
 
 PRINTS_PER_WRITE = 1000
@@ -40,6 +51,8 @@ class DurableHost:
         self.run_id = run.run_id
         self.source_hash = source_hash  # what runs now (a resume may bring edited source)
         self.journal = journal
+        self.machine = journal.machine
+        self.clock = journal.clock
         self.tools = tools
         self.children = children
         self.flags = flags
@@ -48,45 +61,8 @@ class DurableHost:
         self.effects = 0
         self.observed_bytes = 0
         self.held_prints = 0  # prints held for the run's next write (see _observe)
-        # The runs this run started: the only ones it may await, cancel or signal. A
-        # handle is a plain record, so one naming any other run is refused, never used.
-        self.children_started = {step.outcome["id"] for step in journal.steps.values()
-                                 if step.kind == "start" and isinstance(step.outcome, dict)}
         if flags.cancel_requested:
             flags.cancel_signal.set()
-
-    def _check_replay(self, record: StepRecord, kind: str, tool: str | None, args: Any) -> None:
-        """A recorded step must be what the code asks now; otherwise stop, never re-run."""
-        args_hash = digest(args) if args is not None else None
-        if record.kind == kind and record.tool == tool and record.args_hash == args_hash:
-            return
-        recorded = f"{record.kind} {record.tool or ''}".rstrip()
-        asked = f"{kind} {tool or ''}".rstrip()
-        paths: list[str] = []
-        if record.args_hash != args_hash:
-            old = record.detail.get("args")
-            paths = diff_paths(old, args) if old is not None and args is not None else ["$"]
-        where = f"replay mismatch at step {record.step_key}: "
-        if recorded == asked:  # only the arguments changed: say where
-            message = (f"{where}the journal recorded {recorded} with other arguments than the "
-                       f"code now gives (they differ at {', '.join(paths)})")
-        else:
-            message = f"{where}the journal recorded {recorded} but the code now asks {asked}"
-            if paths:
-                message += f", with other arguments too (at {', '.join(paths)})"
-        raise ReplayMismatch(message, step=record.step_key, paths=paths)
-
-    @staticmethod
-    def _check_width(record: StepRecord, call: fx.ToolCall) -> None:
-        """A fan-out member was recorded with its batch's width: a replay that forms
-        another number of calls would pair old outcomes with new elements."""
-        recorded = record.detail.get("width")
-        if recorded == call.width:
-            return
-        raise ReplayMismatch(
-            f"replay mismatch at step {record.step_key}: the journal recorded a fan-out of "
-            f"{recorded} calls but the code now forms {call.width}", step=record.step_key,
-            paths=[])
 
     def _check_cancel(self) -> None:
         flags = self.flags
@@ -95,6 +71,23 @@ class DurableHost:
         if flags.cancel_requested:
             flags.cancel_signal.set()
             raise RunCancelled("lashlang process was cancelled")
+
+    async def _write(self, decision: Decision) -> Any:
+        """A decision that answers (``REPLAY``), after its writes; any other stops here."""
+        if decision.writes:
+            await self.journal.commit(decision.writes)
+        if decision.action is not REPLAY:
+            stop(decision)
+        return from_json(decision.answer)
+
+    def _fresh(self, step: str, kind: str) -> bool:
+        """Whether an at-most-once effect is to run now (False: it ran before)."""
+        decision = self.machine.once(step, kind)
+        if decision.action is RUN:
+            return True
+        if decision.action is not REPLAY:
+            stop(decision)
+        return False
 
     # -- the seam --------------------------------------------------------------------------
     async def perform(self, effect: fx.Effect) -> Any:
@@ -119,90 +112,65 @@ class DurableHost:
     async def _tool_calls(self, calls: list[fx.ToolCall]) -> list[Any]:
         """Replay recorded members, run the rest as one concurrent batch, park if any is
         still pending once all have been recorded."""
-        journal = self.journal
+        machine, tools = self.machine, self.tools
         answers: list[Any] = [None] * len(calls)
-        fresh: list[tuple[int, fx.ToolCall, Any, StepRecord | None]] = []
+        fresh: list[tuple[int, fx.ToolCall, Decision]] = []
         for index, call in enumerate(calls):
-            payload = call.input  # already JSON data (``tool_input``)
-            record = journal.get(call.step)
-            if record is None:
-                fresh.append((index, call, payload, None))
-                continue
-            self._check_replay(record, "tool", f"{call.module}.{call.operation}", payload)
-            self._check_width(record, call)
-            if record.status == "started":  # an attempt was interrupted by a crash
-                fresh.append((index, call, payload, record))
+            decision = machine.tool(call, tools.idempotent, self.flags.retry_interrupted)
+            if decision.action is REPLAY:
+                answers[index] = decision.answer
+            elif decision.action is RUN:
+                fresh.append((index, call, decision))
+            elif decision.action is PENDING:
+                answers[index] = await tools.poll(self.journal, decision.step)
             else:
-                answers[index] = await self.tools.replay(journal, record)
+                stop(decision)
         if fresh:
-            ran = await self.tools.run_calls(journal, self.flags.cancel_signal,
-                                             self.flags.retry_interrupted,
-                                             [(c, p, r) for _, c, p, r in fresh])
-            for (index, _, _, _), answer in zip(fresh, ran):
+            ran = await tools.run_calls(self.journal, self.flags.cancel_signal,
+                                        [(call, decision) for _, call, decision in fresh])
+            for (index, _, _), answer in zip(fresh, ran):
                 answers[index] = answer
-        waits = [self._completion_wait(call.step) for call, answer in zip(calls, answers)
-                 if answer is PARKED]
+        waits = [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
+                 for call, answer in zip(calls, answers) if answer is PARKED]
         if waits:
             raise fx.Parked(waits)
         return [from_json(answer) for answer in answers]
 
-    def _completion_wait(self, step_key: str) -> Wait:
-        record = self.journal.steps[step_key]
-        key = self.tools.key_for(self.run_id, step_key)
-        until = (record.outcome or {}).get("deadline_at")
-        return Wait(kind="completion", step=step_key, tool=record.tool, key=key, until=until,
-                    resolve=f"lashflow complete {key} --result '<json>' --resume")
-
     # -- processes ---------------------------------------------------------------------------
     async def _start(self, effect: fx.StartProcess) -> Any:
         args = to_json(effect.args)
-        record = self.journal.get(effect.step)
-        request = {"process": effect.process, "args": args}
-        if record is not None:
-            self._check_replay(record, "start", effect.process, request)
-            child_id = record.outcome["id"]
-        else:
+        decision = self.machine.start(effect, args)
+        if decision.action is RUN:
             depth = self.run.meta.get("depth", 0) + 1
             if depth > self.limits.max_child_depth:
                 raise too_deep(self.limits)
             child_id = self.children.child_id(self.run_id, effect.step)
             await self.children.create(self.run, self.source_hash, child_id, effect.process,
                                        args, depth)
-            record = self.journal.new_step(effect.step, "start", effect.process, request, "done",
-                                           {"__handle__": "process", "id": child_id})
-            await self.journal.commit([record])
-        self.children_started.add(child_id)
-        self.children.spawn(child_id)
-        return {"__handle__": "process", "id": child_id}
-
-    def _own_child(self, handle: Any, action: str, span: Any) -> str | None:
-        """The child run a handle names; ``None`` for a value that is no handle at all.
-        A handle of a run this run did not start is refused without naming that run."""
-        if not (isinstance(handle, dict) and ("__handle__" in handle or "handle" in handle)):
-            return None
-        child_id = handle.get("id")
-        if not isinstance(child_id, str) or child_id not in self.children_started:
-            raise LashRuntimeError("ValueError", f"{action} failed: not a handle of a run this "
-                                   "process started", span)
-        return child_id
+            await self.journal.commit([self.machine.started(effect, args, child_id,
+                                                            self.clock.now())])
+            decision = Decision(REPLAY, effect.step, {"__handle__": "process", "id": child_id})
+        elif decision.action is not REPLAY:
+            stop(decision)
+        self.children.spawn(decision.answer["id"])
+        return decision.answer
 
     async def _await_handles(self, effect: fx.AwaitHandles) -> list[Any]:
         """Join every handle leaf at once; record those settled, park on the others."""
+        machine = self.machine
+        now = self.clock.now()
         answers: list[Any] = [None] * len(effect.awaits)
         joins: list[tuple[int, fx.AwaitHandle, str]] = []
         done = []
         for index, one in enumerate(effect.awaits):
-            record = self.journal.get(one.step)
-            child_id = self._own_child(one.handle, "await", one.span)
-            if record is not None and record.status == "done":
-                self._check_replay(record, "await", None, {"handle": child_id})
-                answers[index] = record.outcome
-            elif child_id is None:  # awaiting a plain value: the language's answer
-                answers[index] = {"ok": False, "error": "expected handle record"}
-                done.append(self.journal.new_step(one.step, "await", None, {"handle": None},
-                                                  "done", answers[index]))
+            decision = machine.await_one(one, now)
+            if decision.action is RUN:
+                joins.append((index, one, decision.answer))
+            elif decision.action is REPLAY:
+                answers[index] = decision.answer
+                done += decision.writes
             else:
-                joins.append((index, one, child_id))
+                stop(decision)
         joined = await self.children.join_all([child_id for _, _, child_id in joins])
         waits: list[Wait] = []
         for (index, one, child_id), (answer, child_waits) in zip(joins, joined):
@@ -211,8 +179,7 @@ class DurableHost:
                                resolve=f"lashflow resume {quote(child_id)}"), *child_waits]
             else:
                 answers[index] = answer
-                done.append(self.journal.new_step(one.step, "await", None, {"handle": child_id},
-                                                  "done", answer))
+                done.append(machine.joined(one, child_id, answer, self.clock.now()))
         if done:
             await self.journal.commit(done)
         if waits:
@@ -220,15 +187,15 @@ class DurableHost:
         return [from_json(answer) for answer in answers]
 
     async def _cancel(self, effect: fx.CancelHandle) -> Any:
-        if effect.step in self.journal:
+        if not self._fresh(effect.step, "cancel"):
             return None
-        child_id = self._own_child(effect.handle, "cancel", effect.span)
+        child_id = self.machine.own_child(effect.handle, "cancel", effect.span)
         if child_id is None:
             raise LashRuntimeError("ValueError", "cancel failed: expected a process handle",
                                    effect.span)
         await self.children.cancel(child_id)
-        await self.journal.commit([self.journal.new_step(effect.step, "cancel", None,
-                                                         {"handle": child_id}, "done", None)])
+        await self.journal.commit([self.machine.new_step(
+            effect.step, "cancel", None, {"handle": child_id}, "done", None, self.clock.now())])
         return None
 
     # -- observations ----------------------------------------------------------------------
@@ -241,10 +208,11 @@ class DurableHost:
                                 f"{self.limits.max_journal_bytes} bytes")
         if effect.kind == "print":
             self.prints.add(effect.text)
-        if effect.step in self.journal:
+        if not self._fresh(effect.step, effect.kind):
             return None
-        record = self.journal.new_step(effect.step, effect.kind, None, None, "done",
-                                       {"value": to_json(effect.value), "text": effect.text})
+        record = self.machine.new_step(effect.step, effect.kind, None, None, "done",
+                                       {"value": to_json(effect.value), "text": effect.text},
+                                       self.clock.now())
         if effect.kind != "print":
             await self.journal.commit([record])
             return None
@@ -252,7 +220,7 @@ class DurableHost:
         # with the run's next write (ADR 0009), in groups of at most PRINTS_PER_WRITE: a
         # loop of prints costs a write per group, not one each (a crash before the write
         # only makes the replay print them again).
-        self.journal.hold([record], [])
+        self.machine.hold([record], [])
         self.held_prints += 1
         if self.held_prints >= PRINTS_PER_WRITE:
             await self.journal.flush_held()
@@ -261,42 +229,24 @@ class DurableHost:
 
     # -- time and signals ----------------------------------------------------------------
     async def _sleep(self, effect: fx.SleepEffect) -> Any:
-        journal = self.journal
-        record = journal.get(effect.step)
-        now = journal.clock.now()
-        if record is None:
-            wake_at = sleep_deadline(effect.mode, effect.value, now, effect.span)
-            record = journal.new_step(effect.step, "sleep", None, None, "pending", None,
-                                      {"wake_at": wake_at, "mode": effect.mode})
-            await journal.commit([record])
-        if record.status == "done":
-            return None
-        wake_at = record.detail["wake_at"]
-        if now >= wake_at:
-            await journal.commit([journal.touch(record, "done", None)])
-            return None
-        raise fx.Parked([Wait(kind="sleep", step=effect.step, until=wake_at,
-                              resolve=f"lashflow resume {quote(self.run_id)}")])
+        return await self._write(self.machine.sleep(effect, self.clock.now()))
 
     async def _wait_signal(self, effect: fx.WaitSignalEffect) -> Any:
-        record = self.journal.get(effect.step)
-        if record is not None and record.status == "done":
-            return from_json(record.outcome)
+        decision = self.machine.wait_signal(effect)
+        if decision.action is not RUN:
+            return await self._write(decision)
         found, payload = await self.journal.store.get_signal(self.run_id, effect.name,
                                                              effect.ordinal)
         if not found:
-            raise fx.Parked([Wait(kind="signal", step=effect.step, signal=effect.name,
-                                  resolve=f"lashflow signal {quote(self.run_id)} {quote(effect.name)} "
-                                          "--payload '<json>'")])
-        record = self.journal.new_step(effect.step, "wait_signal", effect.name, None, "done",
-                                       payload)
-        await self.journal.commit([record])
+            raise fx.Parked([self.machine.signal_wait(effect)])
+        await self.journal.commit([self.machine.new_step(
+            effect.step, "wait_signal", effect.name, None, "done", payload, self.clock.now())])
         return from_json(payload)
 
     async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
-        if effect.step in self.journal:
+        if not self._fresh(effect.step, "signal_run"):
             return None
-        target = self._own_child(effect.handle, "signal_run", effect.span)
+        target = self.machine.own_child(effect.handle, "signal_run", effect.span)
         if target is None:
             raise LashRuntimeError("ValueError", "signal_run expects a process handle", effect.span)
         try:
@@ -307,8 +257,9 @@ class DurableHost:
         except LashflowError as exc:  # the child has ended, or refuses the signal
             raise LashRuntimeError("ValueError", f"signal_run failed: {exc.message}",
                                    effect.span) from None
-        await self.journal.commit([self.journal.new_step(effect.step, "signal_run", effect.name,
-                                                         {"run": target}, "done", None)])
+        await self.journal.commit([self.machine.new_step(
+            effect.step, "signal_run", effect.name, {"run": target}, "done", None,
+            self.clock.now())])
         return None
 
 
@@ -323,4 +274,4 @@ _HANDLERS: dict[type, Callable[[DurableHost, Any], Awaitable[Any]]] = {
     fx.SignalRunEffect: DurableHost._signal_run,
 }
 
-__all__ = ["DurableHost"]
+__all__ = ["DurableHost", "stop"]

@@ -4,7 +4,7 @@ steps (optionally with a step's result set by hand).
 Retry continues the same run: the steps before the one that made it stop replay, that
 step and every step after it run again (or from a step the operator names). The old rows are not deleted: each retry is
 recorded in the run's meta (``retries``: the first sequence number it retired), steps it
-retired are hidden from replay by ``RunJournal``, and new attempts of a retired tool
+retired are hidden from replay by the replay machine, and new attempts of a retired tool
 step go on numbering after the old ones, so ``show`` keeps the whole history.
 
 Fork copies the journal before a step into a new run (linked both ways: ``forked_from``
@@ -22,7 +22,7 @@ from ..states import SETTLED, STOPPED
 from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
 from ..tools import OutcomeStatus, ToolOutcome
 from ..tools.clock import Clock
-from .journal import retired
+from .replay import retired
 from .order import batch_of, display_order, succeeded
 from .reads import Reads
 

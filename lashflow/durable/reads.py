@@ -15,7 +15,7 @@ from ..states import RUN_STATUSES, RunStatus
 from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
-from .journal import check_journal
+from .replay import check_journal
 from .order import display_order
 from .outcome import (
     AttemptView, RunDetail, RunError, RunOutcome, RunPage, RunSummary, StepView, Wait,

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from shlex import quote
 from typing import Any
 
 from ..errors import LashflowError
@@ -32,9 +31,10 @@ from ..tools.attempts import CancelSignal
 from ..tools.budget import hint_for
 from ..tools.clock import Clock
 from .canonical import canonical_json
-from .endings import FailTurn, NeedsAttention
+from .endings import FailTurn
 from .events import Events
 from .journal import RunJournal
+from .replay import FAIL, Decision, attempt_record, tool_answer
 from .programs import Source, read_source
 
 
@@ -107,18 +107,17 @@ class RunAttemptJournal:
     by the host together with its step, in one commit.
     """
 
-    def __init__(self, journal: RunJournal,
-                 tools: dict[str, tuple[str, str, Any, int | None]]) -> None:
+    def __init__(self, journal: RunJournal, calls: dict[str, tuple[ToolCallEffect, str]]) -> None:
         self.journal = journal
-        # step key -> (qualified tool name, canonical args text, args, fan-out width)
-        self.tools = tools
+        self.machine = journal.machine
+        self.calls = calls  # step key -> (the call, its canonical arguments text)
         self.starts: dict[tuple[str, int], float] = {}
         self.durable_starts: set[tuple[str, int]] = set()
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so
         # a crash loses only the calls still running (a lone call's outcome is held and
         # written with the run's next write, ADR 0009).
-        self.eager = len(tools) > 1
+        self.eager = len(calls) > 1
         self.committed: set[str] = set()
         # Members that end in the same turn of the event loop share one commit (a wide
         # fan-out's calls all end at once): one write, not one per member. A member does
@@ -130,32 +129,13 @@ class RunAttemptJournal:
 
     def _attempt(self, step_key: str, attempt: int, outcome: ToolOutcome | None,
                  at: float | None = None) -> AttemptRecord:
-        started = self.starts.get((step_key, attempt), at)
-        if outcome is None:
-            return AttemptRecord(self.journal.run_id, step_key, attempt, "started",
-                                 started_at=started)
-        status = outcome.status.value
-        if outcome.retry_after is not None:
-            status = "failed"
-        detail: dict[str, Any] = {}
-        if outcome.usage:
-            detail["usage"] = dict(outcome.usage)
-        if outcome.traceback:
-            detail["traceback"] = outcome.traceback
-        return AttemptRecord(self.journal.run_id, step_key, attempt, status, outcome.code,
-                             outcome.message or None, detail,
-                             outcome.started_at if outcome.started_at is not None else started,
-                             outcome.finished_at)
+        return attempt_record(self.journal.run_id, step_key, attempt, outcome,
+                              self.starts.get((step_key, attempt), at))
 
     def step(self, step_key: str, status: str, outcome: Any) -> StepRecord:
         """The call's step record with its new status (new, or the one replay found)."""
-        existing = self.journal.get(step_key)
-        if existing is not None:
-            return self.journal.touch(existing, status, outcome)
-        tool, text, args, width = self.tools[step_key]
-        detail = None if width is None else {"width": width}  # checked on replay
-        return self.journal.new_step(step_key, "tool", tool, args, status, outcome, detail,
-                                     args_text=text)
+        call, text = self.calls[step_key]
+        return self.machine.tool_step(call, status, outcome, self.journal.clock.now(), text)
 
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
@@ -329,31 +309,28 @@ class ToolRunner:
         return self.dispatcher.projector.project(value, tail=tail)
 
     # -- running calls -------------------------------------------------------------------
-    async def run_calls(self, journal: RunJournal, cancel: CancelSignal, retry_interrupted: bool,
-                        calls: list[tuple[ToolCallEffect, Any, StepRecord | None]]) -> list[Any]:
-        """Run fresh (or interrupted) calls as one concurrent batch; answers are result
-        wrappers (JSON) or ``PARKED``. Each call is ``(effect, json payload, journal record)``."""
+    def idempotent(self, call: ToolCallEffect) -> bool:
+        return self.registry.get(call.module, call.operation).definition.idempotent
+
+    async def run_calls(self, journal: RunJournal, cancel: CancelSignal,
+                        calls: list[tuple[ToolCallEffect, Decision]]) -> list[Any]:
+        """Run fresh (or interrupted) calls as one concurrent batch, each from the attempt
+        its decision names; answers are result wrappers (JSON) or ``PARKED``."""
         assert self.dispatcher is not None and self.book is not None
-        tools: dict[str, tuple[str, str, Any, int | None]] = {}
+        by_step: dict[str, tuple[ToolCallEffect, str]] = {}
         planned: list[DispatchCall] = []
         interrupted: list[AttemptRecord] = []
-        for effect, payload, record in calls:
-            qualified = f"{effect.module}.{effect.operation}"
-            tools[effect.step] = (qualified, canonical_json(payload), payload, effect.width)
-            first = 1
-            if record is not None:
-                first = self._next_attempt(journal, effect, retry_interrupted)
-                interrupted += [a for a in journal.attempts.get(effect.step, [])
-                                if a.status == "interrupted"]
-            elif effect.step in journal.attempts:  # a step a retry retired: go on numbering
-                first = 1 + max(a.attempt for a in journal.attempts[effect.step])
-            planned.append(DispatchCall(effect.module, effect.operation, payload, effect.step, first))
+        for call, decision in calls:
+            by_step[call.step] = (call, canonical_json(call.input))
+            interrupted += decision.attempts
+            planned.append(DispatchCall(call.module, call.operation, call.input, call.step,
+                                        decision.attempt))
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)
-        attempts_journal = RunAttemptJournal(journal, tools)
+        attempts_journal = RunAttemptJournal(journal, by_step)
         if self.events:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
-                                "tools": [tools[c.step_key][0] for c in planned]})
+                                "tools": [f"{c.module}.{c.name}" for c in planned]})
         # While several calls are in flight no commit may block the loop they share: a
         # second registered writer sends every commit through the store's writer thread.
         with self.store.writing() if attempts_journal.eager else contextlib.nullcontext():
@@ -370,48 +347,29 @@ class ToolRunner:
                 answers.append(PARKED)
                 pending.append((index, result))
                 continue
-            if result.step_key in attempts_journal.committed:
-                answers.append(self._answer(outcome))
-                continue
-            steps.append(attempts_journal.step(result.step_key, "done", outcome.to_json()))
-            final = attempts_journal.final.get(result.step_key)
-            if final is not None:
-                attempts.append(final)
-            answers.append(self._answer(outcome))
+            if result.step_key not in attempts_journal.committed:
+                steps.append(attempts_journal.step(result.step_key, "done", outcome.to_json()))
+                final = attempts_journal.final.get(result.step_key)
+                if final is not None:
+                    attempts.append(final)
+            answers.append(self._answer(tool_answer(result.step_key, outcome)))
         if pending:
             await journal.commit(steps, attempts)  # before the waits open
         elif steps or attempts:
-            journal.hold(steps, attempts)  # written before the next effect (ADR 0009)
+            journal.machine.hold(steps, attempts)  # written before the next effect (ADR 0009)
         for index, result in pending:
             answers[index] = await self._begin_wait(journal, result.step_key, result.outcome)
         return answers
 
-    def _next_attempt(self, journal: RunJournal, effect: ToolCallEffect,
-                      retry_interrupted: bool) -> int:
-        """A step found ``started``: its last attempt was interrupted by a crash."""
-        entry = self.registry.get(effect.module, effect.operation)
-        rows = journal.attempts.get(effect.step, [])
-        last = max((a.attempt for a in rows), default=0)
-        interrupted = [a for a in rows if a.status == "started"]
-        if interrupted and not entry.definition.idempotent and not retry_interrupted:
-            raise NeedsAttention(
-                f"step {effect.step} ({effect.module}.{effect.operation}) was interrupted during "
-                f"attempt {last}; the tool is not idempotent, so it is not run again on its own. "
-                f"Run `lashflow resume {quote(journal.run_id)} --retry-interrupted` to retry it",
-                step=effect.step)
-        for row in interrupted:
-            row.status = "interrupted"
-        return last + 1
-
     @staticmethod
-    def _answer(outcome: ToolOutcome) -> Any:
-        if outcome.fail_run:
-            raise FailTurn("pending tool completion timed out")
-        return outcome.to_wrapper()
+    def _answer(decision: Decision) -> Any:
+        if decision.action is FAIL:
+            raise FailTurn(decision.message)
+        return decision.answer
 
     async def _begin_wait(self, journal: RunJournal, step_key: str, outcome: ToolOutcome) -> Any:
         assert self.book is not None
-        module, _, name = (journal.steps[step_key].tool or ".").partition(".")
+        module, _, name = (journal.machine.steps[step_key].tool or ".").partition(".")
         resolution = await self.book.begin_wait_for(outcome, journal.run_id, step_key, module, name)
         if resolution is None:
             return PARKED
@@ -422,23 +380,19 @@ class ToolRunner:
         final = outcome_for_resolution(pending, resolution)
         if self.telemetry is not None and self.telemetry.tracing is not None:
             self.telemetry.tracing.wait_resolved(step_key, final.status.value)
-        record = journal.touch(journal.steps[step_key], "done", final.to_json())
-        attempt = AttemptRecord(journal.run_id, step_key, final.attempts, final.status.value,
-                                final.code, final.message or None, {}, pending.started_at,
-                                final.finished_at)
-        await journal.commit([record], [attempt])
-        return self._answer(final)
+        decision = journal.machine.resolved(step_key, final, pending.started_at,
+                                            journal.clock.now())
+        await journal.commit(decision.writes, decision.attempts)
+        return self._answer(decision)
 
-    async def replay(self, journal: RunJournal, record: StepRecord) -> Any:
-        """A recorded tool step: its answer, or ``PARKED`` if it still waits on its key."""
-        outcome = ToolOutcome.from_json(record.outcome)
-        if record.status == "done":
-            return self._answer(outcome)
+    async def poll(self, journal: RunJournal, step_key: str) -> Any:
+        """A pending tool step: its answer if its key was resolved, else ``PARKED``."""
         assert self.book is not None
-        resolution = await self.book.poll(journal.run_id, record.step_key)
+        resolution = await self.book.poll(journal.run_id, step_key)
         if resolution is None:
             return PARKED
-        return await self._settle(journal, record.step_key, outcome, resolution)
+        outcome = ToolOutcome.from_json(journal.machine.steps[step_key].outcome)
+        return await self._settle(journal, step_key, outcome, resolution)
 
     # -- outside events ------------------------------------------------------------------
     async def deliver_completion(self, key: str, result: Any) -> str:
@@ -485,18 +439,17 @@ class ToolRunner:
         resolutions = await self.book.cancel_run(journal.run_id)
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []
-        for record in list(journal.steps.values()):
-            if record.kind != "tool" or record.status != "pending" or not isinstance(record.outcome, dict):
-                continue
+        for record in journal.machine.pending_tools():
             resolution = (resolutions.get(record.step_key)
                           or await self.book.cancel_wait(journal.run_id, record.step_key))
             if resolution is None:
                 continue
-            final = outcome_for_resolution(ToolOutcome.from_json(record.outcome), resolution)
-            steps.append(journal.touch(record, "done", final.to_json()))
-            attempts.append(AttemptRecord(journal.run_id, record.step_key, final.attempts,
-                                          final.status.value, final.code, final.message or None,
-                                          {}, final.started_at, final.finished_at))
+            outcome = ToolOutcome.from_json(record.outcome)
+            final = outcome_for_resolution(outcome, resolution)
+            decision = journal.machine.resolved(record.step_key, final, final.started_at,
+                                                journal.clock.now())
+            steps += decision.writes
+            attempts += decision.attempts
         return steps, attempts
 
 

@@ -26,12 +26,15 @@ def resolve_db_url(db: str | None) -> str:
     return db or os.environ.get("LASHFLOW_DB") or DEFAULT_DB
 
 
-def open_store(db: str | None = None, *, create: bool = True) -> Store:
+def open_store(db: str | None = None, *, create: bool = True, readonly: bool = False) -> Store:
     """Build (not open) the store for a URL or a plain SQLite path. ``create=False``:
     opening it raises ``NoDatabase`` where there is no lashflow database yet, and makes
-    none (no file, no folder, no schema): what read-only commands use."""
+    none (no file, no folder, no schema): what read-only commands use. ``readonly``
+    (or ``?mode=ro`` on a SQLite URL): the database itself refuses every write (SQLite
+    opened ``mode=ro``; PostgreSQL sessions ``default_transaction_read_only``)."""
     store = _store_for(resolve_db_url(db))
     store.create = create
+    store.readonly = readonly or store.readonly
     return store
 
 
@@ -51,9 +54,13 @@ def _store_for(url: str) -> Store:
         synchronous = options.get("synchronous", "full").upper()
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise DbError(f"bad database URL {url!r}: synchronous must be full or normal")
+        if options.get("mode", "rw") not in ("ro", "rw"):
+            raise DbError(f"bad database URL {url!r}: mode must be ro or rw")
         from .sqlite import SqliteStore
 
-        return SqliteStore(path, synchronous=synchronous)
+        store = SqliteStore(path, synchronous=synchronous)
+        store.readonly = options.get("mode") == "ro"
+        return store
     if "://" in url:
         scheme = url.split("://", 1)[0]
         raise DbError(f"bad database URL {url!r}: unsupported scheme {scheme!r} "

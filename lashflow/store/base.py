@@ -230,6 +230,7 @@ class Store(abc.ABC):
             lease.release()
 
     create: bool = True  # False: never make a database where there is none (see open_store)
+    readonly: bool = False  # True: open without writing anything, ever (see open_store)
     # Told (seconds from the first queued write to durable, writes in the transaction)
     # after each journal transaction, when the engine counts them for its metrics.
     on_commit: Callable[[float, int], None] | None = None

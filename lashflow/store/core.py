@@ -14,6 +14,7 @@ import secrets
 from functools import partial
 from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeVar
 
+from ..errors import DbError
 from . import programs
 from .base import (
     SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
@@ -37,10 +38,11 @@ class Backend(Protocol):
     inline: Inline | None  # the lone writer's commit on the caller's thread (ADR 0008)
     migrations: Mapping[int, Sequence[str]]  # schema version -> its statements
 
-    async def open(self, create: bool, schema: Job) -> None:
+    async def open(self, create: bool, schema: Job | None) -> None:
         """Connect and run ``schema`` (the migration program) exclusively: no two
         processes migrate at once. ``create=False``: raise ``NoDatabase`` rather than
-        make a database where there is none."""
+        make a database where there is none. ``schema`` None: open read-only (the
+        database refuses every write) and refuse a schema that is not this version's."""
 
     async def close(self) -> None: ...
 
@@ -101,9 +103,17 @@ class CoreStore(Store):
     # -- lifetime --------------------------------------------------------------------------
     async def open(self) -> None:
         backend = self.backend
-        await backend.open(self.create, partial(programs.migrate, backend.migrations,
-                                                backend.label, secrets.token_bytes(32)))
+        schema = None if self.readonly else partial(programs.migrate, backend.migrations,
+                                                    backend.label, secrets.token_bytes(32))
+        await backend.open(self.create and not self.readonly, schema)
         try:
+            if schema is None:
+                version = programs.schema_version_of(
+                    await self._read(one, "schema_version", scan=True), backend.label)
+                if version != programs.SCHEMA_VERSION:
+                    raise DbError(f"database {backend.label} has schema version {version}, "
+                                  f"this lashflow reads {programs.SCHEMA_VERSION}: open it once "
+                                  "for writing (any command that runs) to migrate it")
             self._crc_required = not await self._read(one, "unchecked_mark", scan=True)
         except BaseException:
             await backend.close()

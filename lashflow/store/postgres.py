@@ -596,13 +596,16 @@ class PostgresBackend:
                     return await self._run(conn, job)
 
     # -- lifetime ----------------------------------------------------------------------------
-    async def open(self, create: bool, schema: Job) -> None:
+    async def open(self, create: bool, schema: Job | None) -> None:
         dsn, options = _split_url(self.url)
         size = options.pop("pool_size")
+        extra: dict[str, Any] = {}
+        if schema is None:  # read-only: every transaction of every session
+            extra["server_settings"] = {"default_transaction_read_only": "on"}
         try:
             pool = await asyncpg.create_pool(
                 dsn, min_size=1, max_size=size, timeout=self.connect_timeout,
-                reset=_keep_session, **options)
+                reset=_keep_session, **options, **extra)
         except (*_DB_ERRORS, ValueError) as exc:
             raise DbError(f"cannot open database {self.label}: {_one_line(exc)}") from None
         try:
@@ -612,12 +615,13 @@ class PostgresBackend:
                             "SELECT to_regclass('lashflow_meta')") is None:
                         raise NoDatabase(f"no lashflow tables at {self.label} (in its "
                                          "search_path): nothing has run with it yet")
-                    # the advisory lock keeps workers that open at the same moment from
-                    # racing on CREATE TABLE
-                    async with conn.transaction():
-                        await conn.execute("SELECT pg_advisory_xact_lock(hashtext("
-                                           "'lashflow_migrate:' || COALESCE(current_schema(), '')))")
-                        await self._run(conn, schema)
+                    if schema is not None:
+                        # the advisory lock keeps workers that open at the same moment
+                        # from racing on CREATE TABLE
+                        async with conn.transaction():
+                            await conn.execute("SELECT pg_advisory_xact_lock(hashtext("
+                                               "'lashflow_migrate:' || COALESCE(current_schema(), '')))")
+                            await self._run(conn, schema)
                     self.sql.channel = channel_for(await conn.fetchval("SELECT current_schema()"))
         except BaseException:
             pool.terminate()

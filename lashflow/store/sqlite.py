@@ -32,6 +32,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
@@ -491,6 +492,7 @@ class SqliteBackend:
         self._identity: tuple[int, int] = (0, 0)  # (device, inode) of the file opened
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
         self.inline = self._write_inline
+        self.readonly = False
 
     # -- plumbing ----------------------------------------------------------------------------
     def _db_error(self, exc: sqlite3.Error) -> DbError:
@@ -558,8 +560,15 @@ class SqliteBackend:
             raise value
         return value
 
+    def _target(self, readonly: bool) -> tuple[str, bool]:
+        """(what to connect to, as a URI?): read-only is the file opened ``mode=ro``."""
+        if not readonly:
+            return self.path, False
+        return "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro", True
+
     def _open_reader(self) -> sqlite3.Connection:
-        reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        target, uri = self._target(self.readonly)
+        reader = sqlite3.connect(target, isolation_level=None, check_same_thread=False, uri=uri)
         try:
             reader.execute("PRAGMA busy_timeout = 0")  # never wait on the loop's thread
             reader.execute("PRAGMA query_only = 1")
@@ -569,18 +578,21 @@ class SqliteBackend:
         return reader
 
     # -- lifetime ----------------------------------------------------------------------------
-    async def open(self, create: bool, schema: Job) -> None:
+    async def open(self, create: bool, schema: Job | None) -> None:
+        self.readonly = schema is None
         directory = os.path.dirname(os.path.abspath(self.path))
         if not create and not os.path.isfile(self.path):
             raise NoDatabase(f"no database at {os.path.abspath(self.path)}: nothing has run "
                              "with it yet (--db or LASHFLOW_DB names another)")
         threads = set(threading.enumerate())
         try:
-            os.makedirs(directory, exist_ok=True)
+            if create:
+                os.makedirs(directory, exist_ok=True)
             # check_same_thread off: a lone writer commits on the loop's thread, never
             # while the connection's own thread runs anything (see _write_inline)
-            self._db = await aiosqlite.connect(self.path, isolation_level=None,
-                                               timeout=self.busy_timeout,
+            target, uri = self._target(self.readonly)
+            self._db = await aiosqlite.connect(target, isolation_level=None,
+                                               timeout=self.busy_timeout, uri=uri,
                                                check_same_thread=False, factory=_Connection)
         except (OSError, sqlite3.Error) as exc:
             await _let_stopped_thread_finish(threads)
@@ -613,8 +625,10 @@ class SqliteBackend:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.1)
 
-    def _setup(self, conn: sqlite3.Connection, schema: Job) -> None:
+    def _setup(self, conn: sqlite3.Connection, schema: Job | None) -> None:
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        if schema is None:  # read-only: nothing to set up, nothing may be migrated
+            return
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         if self._is_current(conn):

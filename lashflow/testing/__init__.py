@@ -32,6 +32,9 @@ _EXPORTS = {
     "assert_called": "lashflow.testing.assertions",
     "assert_step": "lashflow.testing.assertions",
     "run_tool": "lashflow.testing.tool_runs",
+    "Replayer": "lashflow.testing.replayer",
+    "assert_replays": "lashflow.testing.fixtures",
+    "exported_runs": "lashflow.testing.fixtures",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -415,6 +415,12 @@ class WorkflowEnv:
         self._submit(self._guarded(go))
         return Run(self, run_id)
 
+    def export(self, *runs: Run | str) -> dict[str, Any]:
+        """The runs as ``lashflow export`` writes them (source, input, journal; no
+        completion key): a fixture for ``assert_replays``."""
+        run_ids = [_id_of(run) for run in runs]
+        return self.call(lambda engine: engine.export(run_ids))
+
     # -- time --------------------------------------------------------------------------------
     @property
     def now(self) -> float:

@@ -21,6 +21,8 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     import asyncpg  # noqa: F401
 
     import lashflow.store.postgres  # noqa: F401
+    import lashflow.testing.fixtures  # noqa: F401
+    import lashflow.testing.replayer  # noqa: F401
     import lashflow.testing.schemas  # noqa: F401
     from lashflow.testing import WorkflowEnv, assert_finished
 
