@@ -42,8 +42,10 @@ for command in (run.run, run.submit, run.resume, run.retry, run.fork, run.recove
     app.command()(command)
 app.command("list")(reads.list_runs)
 for command in (reads.show, reads.waiting, reads.output, operate.gc, serve.serve,
-                versions.verify, versions.diff, versions.export):
+                versions.verify, versions.diff, versions.export, versions.deploy,
+                versions.upgrade):
     app.command()(command)
+app.command("versions")(versions.versions_cmd)
 
 
 def main() -> None:

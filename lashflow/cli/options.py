@@ -98,6 +98,15 @@ def read_source(file: Path) -> str:
     return read_source_file(file)
 
 
+def deployed(file: Path, process: str | None) -> tuple[Path | None, str | None]:
+    """``(file, process)`` for the engine: a bare name that is no file (``fulfill``) is
+    a deployed process, started on its latest version."""
+    name = str(file)
+    if not file.exists() and file.suffix != ".lash" and "/" not in name and process is None:
+        return None, name
+    return file, process
+
+
 def source_or_none(file: Path | None) -> str | None:
     """The text for caret excerpts, if the file is readable (errors are reported later)."""
     if file is None:

@@ -201,7 +201,7 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
     head = Text()
     head.append(f"{STATUS_MARK.get(status, '')} {status_text(run)}", style=STATUS_STYLE.get(status, ""))
     head.append(printable(f"  run {run.run_id}"), style="bold")
-    head.append(printable(f"  process {run.process or '(main block)'}"), style="dim")
+    head.append(printable(f"  process {process_text(run, '(main block)')}"), style="dim")
     if run.parent_run_id:
         head.append(printable(f"  parent {run.parent_run_id}"), style="dim")
     display.console.print(head)
@@ -284,7 +284,7 @@ def render_runs(display: Display, runs: list[Any]) -> None:
         run_w = max(len(r.run_id) for r in runs)
         status_w = max(len(status_text(r)) for r in runs)
         left -= run_w + status_w
-        process_w = max(0, min(left, 24, max(len(r.process or "(main)") for r in runs)))
+        process_w = max(0, min(left, 24, max(len(process_text(r)) for r in runs)))
         left -= process_w
         created_w = max(0, min(left, 25))
         info_w = max(0, left - created_w)
@@ -297,7 +297,7 @@ def render_runs(display: Display, runs: list[Any]) -> None:
             status = run.status.value
             table.add_row(printable(run.run_id),
                           Text(status_text(run), style=STATUS_STYLE.get(status, "")),
-                          printable(run.process or "(main)"), display.when(run.created_at),
+                          printable(process_text(run)), display.when(run.created_at),
                           printable(run_info(run, display.when)))
         display.console.print(table)
         display.console.print(Text(f"{len(runs)} run(s)", style="dim"))
@@ -305,8 +305,14 @@ def render_runs(display: Display, runs: list[Any]) -> None:
     width = max(len(run.run_id) for run in runs)
     stdout(f"{'RUN':<{width}}  {'STATUS':<15} {'PROCESS':<16} {'CREATED':<25} INFO")
     for run in runs:
-        stdout(f"{run.run_id:<{width}}  {status_text(run):<15} {run.process or '(main)':<16} "
+        stdout(f"{run.run_id:<{width}}  {status_text(run):<15} {process_text(run):<16} "
                f"{display.when(run.created_at):<25} {run_info(run, display.when)}")
+
+
+def process_text(run: Any, main: str = "(main)") -> str:
+    """The run's process, with the deployed version it runs (``fulfill v3``)."""
+    version = getattr(run, "version", None)
+    return (run.process or main) + (f" v{version}" if version is not None else "")
 
 
 def run_info(run: Any, when: Callable[[float | None], str]) -> str:

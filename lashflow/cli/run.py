@@ -16,7 +16,7 @@ from .exits import EXIT_BY_STATUS, freeze_startup_heap, run_async
 from .live import LiveStatus
 from .options import (DbOption, FollowOption, JsonOption, LogFormatOption, MaxWaitOption,
                       ToolsOption, no_run, parse_json_option, read_source, run_log,
-                      source_or_none)
+                      deployed, source_or_none)
 from .output import dumps, stderr, stdout
 from .render import Display, render_outcome
 
@@ -37,8 +37,9 @@ def live_status(inv: Invocation, label: str, quiet: bool = False) -> LiveStatus:
 
 def run(
     ctx: typer.Context,
-    file: Path = typer.Argument(..., metavar="FILE",
-                                help="The .lash file to run.", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE|PROCESS",
+                                help="The .lash file to run, or the name of a deployed "
+                                     "process (its latest version).", show_default=False),
     process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="The process to run (needed when the file has "
                                                "several and no main block)."),
@@ -72,11 +73,11 @@ def run(
         data = parse_json_option(input, "--input")
         async with inv.engine(db, tools) as eng:
             if detach:
-                record = await eng.create(file, process, data, run_id)
+                record = await eng.create(*deployed(file, process), data, run_id)
                 return finish(display, await eng.get(record.run_id))
             with live_status(inv, f"run {file.name}") as live:
                 eng.listeners.append(live.on_event)
-                outcome = await eng.run(file, process, data, run_id)
+                outcome = await eng.run(*deployed(file, process), data, run_id)
                 outcome = await eng.settle(outcome, max_wait=max_wait, follow=follow)
             return finish(display, outcome, started)
 
@@ -85,8 +86,9 @@ def run(
 
 def submit(
     ctx: typer.Context,
-    file: Path = typer.Argument(..., metavar="FILE",
-                                help="The .lash file to run.", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE|PROCESS",
+                                help="The .lash file to run, or the name of a deployed "
+                                     "process (its latest version).", show_default=False),
     process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="The process to run."),
     input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
@@ -105,7 +107,7 @@ def submit(
     async def go() -> int:
         data = parse_json_option(input, "--input")
         async with inv.engine(db, tools) as eng:
-            record = await eng.create(file, process, data, run_id)
+            record = await eng.create(*deployed(file, process), data, run_id)
             return finish(display, await eng.get(record.run_id))
 
     raise typer.Exit(run_async(inv, go, text, str(file), run_id))

@@ -1,4 +1,4 @@
-"""Commands for changing workflows safely: verify, diff, export.
+"""Commands for changing workflows safely: verify, diff, export, deploy, versions, upgrade.
 
 ``verify`` replays the runs in flight against an edited file, read-only, and exits 1 if
 any run is incompatible; ``diff`` compares two versions of a file without any run;
@@ -191,4 +191,121 @@ def export(
     raise typer.Exit(run_async(inv, go))
 
 
-__all__ = ["diff", "export", "verify"]
+def deploy(
+    ctx: typer.Context,
+    files: List[Path] = typer.Argument(..., metavar="PATH...", help="The .lash files to deploy."),
+    tools: List[str] = ToolsOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Record a numbered version of every process of each file (a new one only where its
+    source or the schemas of the tools it calls changed). `lashflow run PROCESS` and
+    `submit PROCESS` start runs on the latest version; runs stay on theirs."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        async with inv.engine(db, tools) as eng:
+            deployed = await eng.deploy(*files)
+        if as_json:
+            stdout(dumps({"versions": [d.to_json() for d in deployed]}))
+            return 0
+        for d in deployed:
+            state = "new" if d.created else "unchanged"
+            display.line(f"{printable(d.process)} v{d.version} ({state})  "
+                         f"content {d.content_hash[:12]}  tools {len(d.tools)}")
+        return 0
+
+    raise typer.Exit(run_async(inv, go))
+
+
+def versions_cmd(
+    ctx: typer.Context,
+    process: Optional[str] = typer.Argument(None, metavar="[PROCESS]",
+                                            help="Only this process's versions."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """List the deployed versions of each process."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        async with inv.engine(db, create=False, readonly=True) as eng:
+            found = await eng.versions(process)
+        if as_json:
+            stdout(dumps({"versions": [d.to_json() for d in found]}))
+            return 0
+        if not found:
+            display.line("no deployed versions")
+        for d in found:
+            display.line(f"{printable(d.process)} v{d.version}  {inv.when(d.deployed_at)}  "
+                         f"content {d.content_hash[:12]}  tools {len(d.tools)}")
+        return 0
+
+    raise typer.Exit(run_async(inv, go))
+
+
+def upgrade(
+    ctx: typer.Context,
+    run_ids: List[str] = typer.Argument(None, metavar="[RUN...]",
+                                        help="The runs to move (or choose them with --where)."),
+    to: Optional[int] = typer.Option(None, "--to", metavar="VERSION",
+                                     help="The version to move to (default: the latest)."),
+    where: bool = typer.Option(False, "--where",
+                               help="Choose the runs by --process and --status instead."),
+    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
+                                          help="With --where: runs of this process."),
+    status: Optional[str] = typer.Option(None, "--status", "-s", metavar="STATUS[,STATUS]",
+                                         help="With --where: runs with these statuses "
+                                              "(default: every run that has not settled)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would move; move nothing."),
+    tools: List[str] = ToolsOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Move runs to a newer version of their process, only where replaying their journal
+    against it says compatible; each run moves in one atomic write that keeps the
+    version it leaves (upgrade back to undo). Exit 1 if any run was incompatible."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        from ..durable.verifier import UNSETTLED
+        from ..errors import UsageError
+
+        if bool(run_ids) == where:
+            raise UsageError("name the runs, or choose them with --where (not both)")
+        async with inv.engine(db, tools) as eng:
+            ids = list(run_ids or [])
+            if where:
+                statuses = ([p.strip() for p in status.split(",") if p.strip()] if status
+                            else list(UNSETTLED))
+                cursor = None
+                while True:
+                    page = await eng.runs(status=statuses, process=process, limit=1000,
+                                          cursor=cursor)
+                    ids += [run.run_id for run in page.runs]
+                    if page.next_cursor is None:
+                        break
+                    cursor = page.next_cursor
+            done = await eng.upgrade(ids, to, dry_run=dry_run)
+        if as_json:
+            stdout(dumps({"runs": [u.to_json() for u in done], "dry_run": dry_run}))
+        else:
+            width = _width(display)
+            for u in done:
+                mark = "moved" if u.moved else ("would move" if dry_run and
+                                                 u.verdict == "compatible" else "stays")
+                head = (f"{printable(u.run_id)}  v{u.from_version if u.from_version else '-'}"
+                        f" -> v{u.to_version}  {mark} ({u.verdict})")
+                for line in _lines(head, width, ""):
+                    display.line(line)
+                for line in _lines(printable(u.reason), width, "    "):
+                    display.line(line)
+        return EXIT_INCOMPATIBLE if any(u.verdict == "incompatible" for u in done) else 0
+
+    raise typer.Exit(run_async(inv, go))
+
+
+__all__ = ["deploy", "diff", "export", "upgrade", "verify", "versions_cmd"]

@@ -31,11 +31,12 @@ from . import export as exported
 from .events import Events, Listener
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
-from .programs import Compiled, Programs, entry_of
+from .programs import Compiled, Programs, Source, entry_of
 from .reads import Reads
 from .settle import settle
 from .tool_runner import ToolRunner
 from .verifier import Verifier, VerifyReport
+from .versions import Deployment, Upgrade, Versions
 from .verify import Verdict
 from .worker import Worker
 
@@ -98,6 +99,8 @@ class Engine:
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
         self.verifier = Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
+        self.deployments = Versions(self.store, self.tools, self.programs, self.reads,
+                                    self.verifier, self.clock)
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
 
@@ -154,13 +157,13 @@ class Engine:
         return self.programs.compile(source)
 
     # -- starting ---------------------------------------------------------------------------
-    async def create(self, source_or_path: str | os.PathLike[str], process: str | None = None,
+    async def create(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
                      input: Any = None, run_id: str | None = None) -> RunRecord:
         """Validate and store a new run (status ``queued``) without driving it."""
         run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False)
         return run
 
-    async def start(self, source_or_path: str | os.PathLike[str], process: str | None = None,
+    async def start(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
                     input: Any = None, run_id: str | None = None) -> RunHandle:
         """Store a new run and drive it in the background."""
         run, compiled, created = await self._create(source_or_path, process, input, run_id,
@@ -168,7 +171,7 @@ class Engine:
         fresh = (run, compiled) if created else None
         return RunHandle(run.run_id, self.driver.spawn(run.run_id, fresh=fresh))
 
-    async def run(self, source_or_path: str | os.PathLike[str], process: str | None = None,
+    async def run(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
                   input: Any = None, run_id: str | None = None) -> RunOutcome:
         """Store a new run and drive it until it settles or parks. The same ``run_id``
         with the same source and input gives back the existing run."""
@@ -178,7 +181,7 @@ class Engine:
             return await self.driver.spawn(run.run_id, fresh=(run, compiled))
         return await self.driver.join(run.run_id)
 
-    async def _create(self, source_or_path: str | os.PathLike[str], process: str | None,
+    async def _create(self, source_or_path: str | os.PathLike[str] | None, process: str | None,
                       input: Any, run_id: str | None, *,
                       claim: bool) -> tuple[RunRecord, Compiled, bool]:
         """Store a new run; returns (run as stored, compiled, created by this call).
@@ -188,8 +191,16 @@ class Engine:
         claim, no re-read and no journal load (it has none). An existing run is returned
         as stored, for the caller to join or drive the usual way."""
         _check_run_id(run_id)
-        source = self.tools.read_source(source_or_path)
-        compiled = self.programs.compile(source.text)
+        deployed: Deployment | None = None
+        if source_or_path is None:  # by process name: its latest deployed version
+            if process is None:
+                raise UsageError("name the process to start (or give its file)")
+            deployed = await self.deployments.version(process)
+            compiled = await self.deployments.compiled(deployed)
+            source = Source(compiled.module.source, None)
+        else:
+            source = self.tools.read_source(source_or_path)
+            compiled = self.programs.compile(source.text)
         decl = entry_of(compiled.module, process)
         data = {} if input is None else input
         # imported here: it brings the syntax tree's classes, which only a compile needs,
@@ -205,6 +216,8 @@ class Engine:
             process=process_name, input=data, input_hash=input_hash, status="queued",
             created_at=now, updated_at=now,
             meta={"file": source.path, "tool_modules": sorted(self.tools.loaded_modules)})
+        if deployed is not None:
+            run.meta["version"] = deployed.version
         if self.telemetry is not None and self.telemetry.tracing is not None:
             run.meta["trace"] = self.telemetry.tracing.origin(process_name, run.run_id)
         if claim:
@@ -425,6 +438,22 @@ class Engine:
         compiled = self.programs.compile(self.tools.read_source(source_or_path).text)
         return await self.verifier.report(compiled, keep_all=keep_all, process=process,
                                           run_ids=runs, statuses=status)
+
+    async def deploy(self, *sources: str | os.PathLike[str]) -> list[Deployment]:
+        """Record a numbered version of every process of each file (a new one only where
+        its source or the schemas of the tools it calls changed): runs started by process
+        name (``run(None, process)``) take the latest."""
+        return await self.deployments.deploy(sources)
+
+    async def versions(self, process: str | None = None) -> list[Deployment]:
+        return await self.deployments.list(process)
+
+    async def upgrade(self, run_ids: Iterable[str], to: int | None = None, *,
+                      dry_run: bool = False) -> list[Upgrade]:
+        """Move runs to version ``to`` of their process (default: the latest) where a
+        replay against it says compatible, one atomic write per run that keeps the
+        version left (``previous_versions`` in the run's meta: upgrade back to undo)."""
+        return await self.deployments.upgrade(run_ids, to, dry_run=dry_run)
 
     async def export(self, run_ids: Iterable[str]) -> dict[str, Any]:
         """Runs as one JSON document (source, input and journal of each; no completion

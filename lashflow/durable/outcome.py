@@ -187,6 +187,7 @@ class RunSummary:
     owner: str | None = None
     owner_gone: bool = False
     note: str | None = None
+    version: int | None = None  # the deployed version it runs, if started by name
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -195,6 +196,7 @@ class RunSummary:
             "updated_at": self.updated_at}
         data.update(_present({
             "wake_at": self.wake_at, "owner": self.owner, "note": self.note,
+            "version": self.version,
             "error": self.error.to_json() if self.error is not None else None}))
         if self.waiting:
             data["waiting"] = [wait.to_json() for wait in self.waiting]

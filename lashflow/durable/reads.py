@@ -136,11 +136,12 @@ class Reads:
         owner_gone = status.value in ("running", "queued") and row.lease_owner is not None \
             and may_claim(row.lease_owner, row.lease_expires, None, now)
         note = row.meta.get("note") if isinstance(row, RunRecord) else row.note
+        version = row.meta.get("version") if isinstance(row, RunRecord) else row.version
         return RunSummary(
             row.run_id, row.process, status, row.parent_run_id, row.created_at, row.updated_at,
             [Wait.from_json(w) for w in row.waiting] if status is RunStatus.WAITING else [],
             RunError.from_json(row.error), row.wake_at, row.cancel_requested, row.lease_owner,
-            owner_gone, note)
+            owner_gone, note, version)
 
     # -- the journal -------------------------------------------------------------------------
     async def steps(self, run_id: str) -> list[StepView]:

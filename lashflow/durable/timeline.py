@@ -151,7 +151,9 @@ def journal_lines(detail: Any, when: Callable[[float | None], str],
     pipe."""
     run = detail.summary
     lines = [f"run {run.run_id}: {status_text(run)}",
-             f"  process {run.process or '(main block)'}   file {detail.file or '-'}",
+             f"  process {run.process or '(main block)'}"
+             f"{f' v{run.version}' if run.version is not None else ''}"
+             f"   file {detail.file or '-'}",
              f"  created {when(run.created_at)}   updated {when(run.updated_at)}"
              + (f"   parent {run.parent_run_id}" if run.parent_run_id else ""),
              f"  input {preview(detail.input, 100)}"]

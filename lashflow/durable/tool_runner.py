@@ -222,7 +222,12 @@ class ToolRunner:
     def load_for_run(self, run: Any) -> None:
         """Import the tool modules the run was started with, where this machine has them
         (a worker elsewhere brings its own with ``--tools``)."""
-        for module in run.meta.get("tool_modules", []):
+        self.load_modules(run.meta.get("tool_modules", []))
+
+    def load_modules(self, modules: list[str]) -> None:
+        """Import these tool modules where this machine has them (a missing one is
+        reported as missing tools when a run needs them)."""
+        for module in modules:
             if module in self.loaded_modules or (module.endswith(".py")
                                                  and not os.path.exists(module)):
                 continue

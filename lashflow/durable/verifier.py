@@ -17,7 +17,7 @@ from ..tools.clock import Clock
 from .programs import Compiled
 from .reads import Reads, check_run_filters
 from .tool_runner import ToolRunner
-from .verify import COMPATIBLE, INCOMPATIBLE, UNKNOWN, Verdict, verify_run
+from .verify import COMPATIBLE, INCOMPATIBLE, UNKNOWN, Schemas, Verdict, verify_run
 
 PAGE = 500
 UNSETTLED = tuple(status for status in RUN_STATUSES if status not in SETTLED)
@@ -109,14 +109,19 @@ class Verifier:
             return None if found is None else found.output_schema
 
         async for run in self._runs(compiled, process, run_ids, chosen):
-            steps, attempts = await self.store.load_journal(run.run_id)
-            places = await self._places_of(run.source_hash)
-            yield verify_run(
-                run, steps, attempts, compiled, schemas=schema,
-                locate=lambda key: places.get(site_of(key)), limits=self.limits,
-                now=self.clock.now(),
-                bind=lambda args: self.tools.bind_resources(compiled.module, run.process or "",
-                                                            args))
+            yield await self.verdict(run, compiled, schema)
+
+    async def verdict(self, run: RunRecord, compiled: Compiled, schema: Schemas) -> Verdict:
+        """One run (its journal read now) under ``compiled``, recorded outputs checked
+        against ``schema``."""
+        steps, attempts = await self.store.load_journal(run.run_id)
+        places = await self._places_of(run.source_hash)
+        return verify_run(
+            run, steps, attempts, compiled, schemas=schema,
+            locate=lambda key: places.get(site_of(key)), limits=self.limits,
+            now=self.clock.now(),
+            bind=lambda args: self.tools.bind_resources(compiled.module, run.process or "",
+                                                        args))
 
     async def report(self, compiled: Compiled, *, keep_all: bool = False,
                      **options: Any) -> VerifyReport:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -167,6 +167,7 @@ class RunSummary:
     lease_owner: str | None = None
     lease_expires: float = 0.0
     note: str | None = None
+    version: int | None = None  # the deployed version it runs (ADR 0026)
 
 
 @dataclass(slots=True)
@@ -364,6 +365,26 @@ class Store(abc.ABC):
             else:
                 meta["note"] = note
         await self.update_meta(run_id, edit)
+
+    @abc.abstractmethod
+    async def deploy_version(self, process: str, source_hash: str, content_hash: str,
+                             tools: dict[str, Any], now: float) -> tuple[int, bool]:
+        """Record a new numbered version of ``process`` (1 + the last one), unless its
+        last version has this ``content_hash``: (the version, whether it is new)."""
+
+    @abc.abstractmethod
+    async def versions(self, process: str | None = None) -> list[dict[str, Any]]:
+        """Deployed versions (of ``process``, or all), by process then number: dicts with
+        ``process``, ``version``, ``source_hash``, ``content_hash``, ``tools``,
+        ``deployed_at``."""
+
+    @abc.abstractmethod
+    async def move_run(self, run_id: str, from_hash: str, to_hash: str,
+                       edit: Callable[[dict[str, Any]], None], now: float) -> str:
+        """Point a run that has not settled at another source, its meta edited, in one
+        atomic write, only while no worker holds its lease and it still runs
+        ``from_hash``: ``moved``, or why not (``unknown``, ``settled``, ``busy``,
+        ``changed``)."""
 
     @abc.abstractmethod
     async def reopen_run(self, run_id: str, now: float,

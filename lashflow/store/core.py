@@ -216,6 +216,19 @@ class CoreStore(Store):
     async def update_meta(self, run_id: str, edit: Callable[[dict[str, Any]], None]) -> None:
         await self._write(programs.update_meta, run_id, edit)
 
+    async def deploy_version(self, process: str, source_hash: str, content_hash: str,
+                             tools: dict[str, Any], now: float) -> tuple[int, bool]:
+        return await self._write(programs.deploy_version, process, source_hash, content_hash,
+                                 tools, float(now))
+
+    async def versions(self, process: str | None = None) -> list[dict[str, Any]]:
+        return await self._read(programs.versions, process, scan=True)
+
+    async def move_run(self, run_id: str, from_hash: str, to_hash: str,
+                       edit: Callable[[dict[str, Any]], None], now: float) -> str:
+        return await self._write(programs.move_run, run_id, from_hash, to_hash, edit,
+                                 float(now))
+
     async def reopen_run(self, run_id: str, now: float,
                          edit: Callable[[dict[str, Any]], None], *,
                          forget: Sequence[str] = ()) -> bool:

@@ -97,6 +97,13 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE UNIQUE INDEX IF NOT EXISTS lashflow_signals_by_sender ON lashflow_signals "
         "(run_id, name, sender) WHERE sender IS NOT NULL",
     ],
+    # Version 5: deployed versions of each process (``lashflow deploy``, ADR 0026).
+    5: [
+        f"""CREATE TABLE IF NOT EXISTS lashflow_versions (
+            process TEXT {_C} NOT NULL, version INTEGER NOT NULL, source_hash TEXT NOT NULL,
+            content_hash TEXT NOT NULL, tools TEXT NOT NULL,
+            deployed_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (process, version))""",
+    ],
 }
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
@@ -450,6 +457,28 @@ class _Statements:
 
     async def set_meta(self, conn: asyncpg.Connection, run_id: str, meta: str) -> None:
         await conn.execute("UPDATE lashflow_runs SET meta = $1 WHERE run_id = $2", meta, run_id)
+
+    async def versions_of(self, conn: asyncpg.Connection, process: str | None) -> list[Any]:
+        sql = ("SELECT process, version, source_hash, content_hash, tools, deployed_at "
+               "FROM lashflow_versions")
+        if process is None:
+            return list(await conn.fetch(sql + " ORDER BY process, version"))
+        return list(await conn.fetch(sql + " WHERE process = $1 ORDER BY version", process))
+
+    async def insert_version(self, conn: asyncpg.Connection, process: str, version: int,
+                             source_hash: str, content_hash: str, tools: str, at: float) -> None:
+        await conn.execute("INSERT INTO lashflow_versions (process, version, source_hash, "
+                           "content_hash, tools, deployed_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                           process, version, source_hash, content_hash, tools, at)
+
+    async def move_candidate(self, conn: asyncpg.Connection, run_id: str) -> Any:
+        return await conn.fetchrow("SELECT source_hash, meta, status, lease_owner, lease_expires "
+                                   "FROM lashflow_runs WHERE run_id = $1 FOR UPDATE", run_id)
+
+    async def set_source(self, conn: asyncpg.Connection, run_id: str, source_hash: str,
+                         meta: str, now: float) -> None:
+        await conn.execute("UPDATE lashflow_runs SET source_hash = $2, meta = $3, updated_at = $4 "
+                           "WHERE run_id = $1", run_id, source_hash, meta, now)
 
     async def reopen_candidate(self, conn: asyncpg.Connection, run_id: str) -> Any:
         return await conn.fetchrow("SELECT meta, status, lease_owner, lease_expires FROM "

@@ -219,6 +219,46 @@ def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None],
     return True
 
 
+# -- versions -----------------------------------------------------------------------------
+def version_from_row(row: Any) -> dict[str, Any]:
+    return {"process": row[0], "version": int(row[1]), "source_hash": row[2],
+            "content_hash": row[3], "tools": loads(row[4]) or {}, "deployed_at": row[5]}
+
+
+def versions(process: str | None) -> Program[list[dict[str, Any]]]:
+    return [version_from_row(row) for row in (yield "versions_of", (process,))]
+
+
+def deploy_version(process: str, source_hash: str, content_hash: str, tools: dict[str, Any],
+                   now: float) -> Program[tuple[int, bool]]:
+    """The next number of ``process``, unless its last version is this content."""
+    rows = yield "versions_of", (process,)
+    if rows and rows[-1][3] == content_hash:
+        return int(rows[-1][1]), False
+    number = int(rows[-1][1]) + 1 if rows else 1
+    yield "insert_version", (process, number, source_hash, content_hash, dumps(tools), now)
+    return number, True
+
+
+def move_run(run_id: str, from_hash: str, to_hash: str, edit: Callable[[dict[str, Any]], None],
+             now: float) -> Program[str]:
+    """An unsettled run whose lease is free, still on ``from_hash``, moves to ``to_hash``."""
+    row = yield "move_candidate", (run_id,)
+    if row is None:
+        return "unknown"
+    source_hash, meta_text, status, holder, expires = row
+    if status in SETTLED:
+        return "settled"
+    if source_hash != from_hash:
+        return "changed"
+    if not may_claim(holder, expires, None, now, steal_from_dead=False):
+        return "busy"
+    meta = loads(meta_text) or {}
+    edit(meta)
+    yield "set_source", (run_id, to_hash, dumps(meta), now)
+    return "moved"
+
+
 # -- completions and signals ----------------------------------------------------------------
 def completion_from_row(row: Any) -> dict[str, Any]:
     return {"run_id": row[0], "step_key": row[1], "waiting": bool(row[2]),
@@ -293,6 +333,7 @@ STATEMENTS = frozenset({
     "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
+    "versions_of", "insert_version", "move_candidate", "set_source",
 })
 
 __all__ = ["STATEMENTS", "Ask", "Program", "fenced", "one"]

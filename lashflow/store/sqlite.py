@@ -114,6 +114,13 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE UNIQUE INDEX IF NOT EXISTS signals_by_sender ON signals (run_id, name, sender) "
         "WHERE sender IS NOT NULL",
     ],
+    # Version 5: deployed versions of each process (``lashflow deploy``, ADR 0026).
+    5: [
+        """CREATE TABLE IF NOT EXISTS versions (
+            process TEXT NOT NULL, version INTEGER NOT NULL, source_hash TEXT NOT NULL,
+            content_hash TEXT NOT NULL, tools TEXT NOT NULL, deployed_at REAL NOT NULL,
+            PRIMARY KEY (process, version))""",
+    ],
 }
 
 
@@ -379,6 +386,29 @@ class _Statements:
                            step_keys: list[str]) -> None:
         conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?",
                          [(run_id, key) for key in step_keys])
+
+    # -- versions ----------------------------------------------------------------------------
+    def versions_of(self, conn: sqlite3.Connection, process: str | None) -> list[Any]:
+        sql = ("SELECT process, version, source_hash, content_hash, tools, deployed_at "
+               "FROM versions")
+        if process is None:
+            return conn.execute(sql + " ORDER BY process, version").fetchall()
+        return conn.execute(sql + " WHERE process = ? ORDER BY version", (process,)).fetchall()
+
+    def insert_version(self, conn: sqlite3.Connection, process: str, version: int,
+                       source_hash: str, content_hash: str, tools: str, at: float) -> None:
+        conn.execute("INSERT INTO versions (process, version, source_hash, content_hash, tools, "
+                     "deployed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                     (process, version, source_hash, content_hash, tools, at))
+
+    def move_candidate(self, conn: sqlite3.Connection, run_id: str) -> Any:
+        return conn.execute("SELECT source_hash, meta, status, lease_owner, lease_expires FROM "
+                            "runs WHERE run_id = ?", (run_id,)).fetchone()
+
+    def set_source(self, conn: sqlite3.Connection, run_id: str, source_hash: str, meta: str,
+                   now: float) -> None:
+        conn.execute("UPDATE runs SET source_hash = ?, meta = ?, updated_at = ? WHERE run_id = ?",
+                     (source_hash, meta, now, run_id))
 
     # -- completions and signals -------------------------------------------------------------
     def completion(self, conn: sqlite3.Connection, run_id: str, step_key: str) -> Any:

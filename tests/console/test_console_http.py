@@ -114,3 +114,22 @@ async def test_the_inbox_answers_a_key(engine: Engine) -> None:
     outcome = await engine.get(parked.run_id)
     assert outcome.status is RunStatus.FINISHED
     assert outcome.result == {"ok": True, "value": {"approved": True}}
+
+
+async def test_the_run_page_shows_the_version_and_verifies_against_the_latest(
+        engine: Engine) -> None:
+    flow = "process gate() {\n  d = wait_signal(\"go\")\n  finish d\n}\n"
+    await engine.deploy(flow)
+    run = await engine.run(None, "gate")
+    await engine.deploy(flow.replace("finish d", "finish [d, 2]"))
+    async with await client_for(engine) as client:
+        await sign_in(client)
+        page = (await client.get(f"/runs/{run.run_id}")).text
+        assert "<b>v1</b>" in page and "verify against the latest version" in page
+        assert "gate v1" in (await client.get("/runs")).text
+        answer = await client.get(f"/runs/{run.run_id}/verify")
+        assert answer.status_code == 200
+        assert answer.text.startswith("compatible against version 2 of gate")
+        api = await client.get(f"/v1/runs/{run.run_id}",
+                               headers={"authorization": f"Bearer {TOKEN}"})
+        assert api.status_code == 200 and api.json()["version"] == 1

@@ -86,6 +86,7 @@ class Console:
             Route("/runs/{run_id}", self.page(self.run)),
             Route("/runs/{run_id}/state", self.page(self.run_state)),
             Route("/runs/{run_id}/output/{step}", self.page(self.output)),
+            Route("/runs/{run_id}/verify", self.page(self.verify)),
             Route("/runs/{run_id}/cancel", self.form(self.cancel), methods=["POST"]),
             Route("/runs/{run_id}/retry", self.form(self.retry), methods=["POST"]),
             Route("/runs/{run_id}/fork", self.form(self.fork), methods=["POST"]),
@@ -246,6 +247,14 @@ class Console:
             if view.step_key == step:
                 return PlainTextResponse(_pretty(view.outcome), headers=HEADERS)
         raise LashflowError(f"run {run_id} has no step {step}", code="unknown_step")
+
+    async def verify(self, request: Request) -> Response:
+        """The run replayed, read-only, against the latest deployed version of its
+        process: would it move (compatible), and if not, where it stops matching."""
+        [checked] = await self.engine.upgrade([request.path_params["run_id"]], dry_run=True)
+        text = (f"{checked.verdict} against version {checked.to_version} of "
+                f"{checked.process}: {checked.reason}")
+        return PlainTextResponse(text, headers=HEADERS)
 
     async def cancel(self, request: Request, form: Any) -> Response:
         run_id = request.path_params["run_id"]
