@@ -47,7 +47,7 @@ def chunk(i: int) -> list[str]:
     return [
         f"# step {i}",
         f"process step{i}(order: Order, n: int) -> int {{",
-        f"  quoted = await tools.quote({{ order: order, n: n, tags: [\"a\", \"b\"] }})?",
+        "  quoted = await tools.quote({ order: order, n: n, tags: [\"a\", \"b\"] })?",
         "  total = 0",
         "  for item in order.items {",
         "    total = total + len(item) * 2 - n % 3",

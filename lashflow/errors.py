@@ -36,8 +36,18 @@ class InputInvalid(LashflowError):
     code = "input_invalid"
 
 
-class UnknownRun(LashflowError):
+class NotFound(LashflowError):
+    """What was asked about does not exist (a server answers 404)."""
+
+    code = "not_found"
+
+
+class UnknownRun(NotFound):
     code = "unknown_run"
+
+
+class UnknownStep(NotFound):
+    code = "unknown_step"
 
 
 class RunConflict(LashflowError):

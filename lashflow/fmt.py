@@ -38,7 +38,12 @@ def lash_files(paths: Iterable[Path]) -> list[Path]:
         else:
             raise UsageError(f"no such file or folder: {path}")
     seen: set[Path] = set()
-    return [p for p in found if not (p.resolve() in seen or seen.add(p.resolve()))]  # type: ignore[func-returns-value]
+    unique = []
+    for path in found:
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            unique.append(path)
+    return unique
 
 
 def _read(path: Path) -> str:

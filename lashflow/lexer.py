@@ -8,6 +8,8 @@ statement (``finish``, ``while``...) are coloured wherever they stand.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pygments.lexer import RegexLexer, bygroups, include, words
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String,
                             Text, Whitespace)
@@ -26,7 +28,7 @@ DURATION = r"\d+(?:\.\d*)?\s*(?:ms|s|m|h)"
 
 
 def _string(quote: str, raw: bool) -> list:
-    body = [(quote, String, "#pop")]
+    body: list[tuple[Any, ...]] = [(quote, String, "#pop")]
     if not raw:
         body.insert(0, (r"\\.", String.Escape))
     stop = "".join(sorted({"\\", quote[0]})) if not raw else quote[0]

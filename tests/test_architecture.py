@@ -5,6 +5,7 @@ Lark's or aiosqlite's private insides."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -155,10 +156,11 @@ def test_the_replay_machine_and_the_verifier_decide_without_io() -> None:
 # store's stats type only; the presentation layers (editor tooling, HTTP, CLI) sit on
 # top, and the CLI, one package, is the top: nothing but ``python -m lashflow`` imports it.
 BASE = {"lashflow", "lashflow.errors", "lashflow.states", "lashflow.json_kinds",
-        "lashflow.json_input"}
+        "lashflow.json_input", "lashflow.json_text"}
 LAYERS: dict[str, set[str]] = {
     "lashflow.errors": set(),
     "lashflow.states": set(),
+    "lashflow.json_text": set(),
     "lashflow.json_kinds": {"lashflow.errors"},
     "lashflow.json_input": {"lashflow.errors", "lashflow.json_kinds"},
     "lashflow.lang": BASE,
@@ -279,3 +281,28 @@ def test_the_private_api_finder_finds_a_reach() -> None:
     code = "from lark.parsers.lalr_analysis import Shift\nx = db._execute(f, db._conn)\n"
     assert _third_party_reaches(ast.parse(code)) == {
         "import lark.parsers.lalr_analysis", "._execute", "._conn"}
+
+
+# Ways to read the wall clock, in Python and in either dialect's SQL.
+_WALL_CLOCK = re.compile(r"time\.time\(|datetime\.now|datetime\.utcnow|date\.today|"
+                         r"\bnow\(\)|current_timestamp|clock_timestamp|'now'",
+                         re.IGNORECASE)
+
+
+def test_the_store_never_reads_the_wall_clock() -> None:
+    """Every time the store writes comes from the caller (the engine's clock, a test's
+    FakeClock): a run is never stamped by a clock of the store's own."""
+    offenders = {str(path.relative_to(PACKAGE.parent)): found
+                 for path in (PACKAGE / "store").rglob("*.py")
+                 if (found := _WALL_CLOCK.findall(path.read_text(encoding="utf-8")))}
+    assert offenders == {}
+    assert _WALL_CLOCK.findall("x = time.time()\nSELECT now() FROM t") == ["time.time(", "now()"]
+
+
+def test_json_is_written_by_one_module() -> None:
+    """Every encoder is ``lashflow.json_text``'s: a shape written in two places drifts."""
+    writes = re.compile(r"json\.dumps\(|JSONEncoder\(")
+    offenders = sorted(str(path.relative_to(PACKAGE.parent)) for path in PACKAGE.rglob("*.py")
+                       if path.name != "json_text.py"
+                       and writes.search(path.read_text(encoding="utf-8")))
+    assert offenders == []

@@ -3,6 +3,8 @@ and docs/cli.md list them. Commands live by theme in the modules beside this one
 
 from __future__ import annotations
 
+from typing import Callable
+
 import typer
 
 from .. import __version__
@@ -36,16 +38,18 @@ def _root(ctx: typer.Context,
     ctx.obj = Invocation(utc=utc)
 
 
-for command in (run.run, run.submit, run.resume, run.retry, run.fork, run.recover, run.worker,
-                tooling.check, tooling.fmt, tooling.lsp, tooling.graph,
-                operate.complete, operate.signal, operate.cancel):
-    app.command()(command)
-app.command("list")(reads.list_runs)
-for command in (reads.show, reads.waiting, reads.output, operate.gc, serve.serve,
-                versions.verify, versions.diff, versions.export, versions.deploy,
-                versions.upgrade):
-    app.command()(command)
-app.command("versions")(versions.versions_cmd)
+COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
+    (None, run.run), (None, run.submit), (None, run.resume), (None, run.retry),
+    (None, run.fork), (None, run.recover), (None, run.worker),
+    (None, tooling.check), (None, tooling.fmt), (None, tooling.lsp), (None, tooling.graph),
+    (None, operate.complete), (None, operate.signal), (None, operate.cancel),
+    ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
+    (None, operate.gc), (None, serve.serve),
+    (None, versions.verify), (None, versions.diff), (None, versions.export),
+    (None, versions.deploy), (None, versions.upgrade), ("versions", versions.versions_cmd),
+]
+for name, command in COMMANDS:
+    app.command(name)(command)
 
 
 def main() -> None:

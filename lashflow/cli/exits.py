@@ -97,7 +97,7 @@ def run_async(inv: Invocation, factory: Callable[[], Awaitable[T]], source: str 
             from ..telemetry.setup import configure_from_environment
 
             flush = configure_from_environment()
-        return asyncio.run(factory())  # type: ignore[arg-type]
+        return asyncio.run(factory())  # type: ignore[arg-type]  # an Awaitable, run wants a Coroutine
     except LashflowError as exc:
         raise reject(exc, inv.as_json, source, filename, run_id) from None
     except BrokenPipeError:  # `lashflow list | head -1`: the reader has all it wanted

@@ -126,4 +126,6 @@ def no_run(run_id: str | None) -> Callable[[NoDatabase], LashflowError]:
 
 def no_key(missing: NoDatabase) -> LashflowError:
     """``absent`` for ``complete``: the key cannot exist where no database does."""
-    return LashflowError(f"unknown completion key ({missing})", code="unknown_completion_key")
+    from ..tools.completion import UnknownCompletionKey
+
+    return UnknownCompletionKey(f"unknown completion key ({missing})")

@@ -3,10 +3,10 @@ with control characters shown, never obeyed."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
+from ..json_text import line
 
 _CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))
             if chr(code) not in "\n\t"}
@@ -29,8 +29,7 @@ def stderr(text: str = "") -> None:
     sys.stderr.write(printable(text) + "\n")
 
 
-def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)
+dumps = line  # the CLI's --json object (lashflow.json_text)
 
 
 def is_terminal(stream: Any) -> bool:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from shlex import quote
 from typing import Any, Optional
 
 import typer
 
-from ..errors import LashflowError, NoDatabase
+from ..errors import NoDatabase, UnknownStep
 from ..states import RUN_STATUSES
 from .context import Invocation
 from .exits import EXIT_REJECTED, run_async
 from .options import DbOption, JsonOption, no_run, parse_when
 from .output import dumps, stderr, stdout
 from .render import Display, render_runs, render_show, render_waiting, run_error_text
+from ..json_text import pretty
 
 
 def nothing_yet(display: Display, missing: Exception, empty: dict[str, Any]) -> int:
@@ -174,12 +174,11 @@ def output(
                               "tool": s.tool, "status": s.status, "outcome": value}))
             else:
                 stdout(value if isinstance(value, str)
-                       else json.dumps(value, indent=2, ensure_ascii=False), raw=True)
+                       else pretty(value), raw=True)
             return 0
         known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
-        raise LashflowError(f"run {run_id} has no step {step!r}"
-                            + (f" (its steps: {known})" if steps else " (it has no steps yet)"),
-                            code="unknown_step")
+        raise UnknownStep(f"run {run_id} has no step {step!r}"
+                          + (f" (its steps: {known})" if steps else " (it has no steps yet)"))
 
     raise typer.Exit(run_async(inv, go, run_id=run_id))
 

@@ -8,7 +8,6 @@ invocation chose (``--utc``, the ``--db`` to repeat, the run's source) comes wit
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from shlex import quote
@@ -149,7 +148,7 @@ def _print_json(display: Display, value: Any) -> None:
 
     from ..tools import project_output
 
-    text = json.dumps(value, ensure_ascii=False)
+    text = dumps(value)
     if len(text) > 16 * 1024:  # too big to pretty-print: the budgeted preview instead
         display.line(project_output(value))
         return

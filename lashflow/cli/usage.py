@@ -17,7 +17,9 @@ from .output import dumps, stderr, stdout
 class LashflowGroup(TyperGroup):
     """The root command group: typer's, with usage errors reported the lashflow way."""
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+    # click declares main with overloads; this one keeps both call forms
+    def main(self, args: Sequence[str] | None = None,  # type: ignore[override]
+             prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)

@@ -6,7 +6,6 @@ any run is incompatible; ``diff`` compares two versions of a file without any ru
 
 from __future__ import annotations
 
-import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from ..json_text import compact
 from ..states import RUN_STATUSES
 from .context import Invocation
 from .exits import run_async
@@ -39,7 +39,7 @@ def _lines(text: str, width: int | None, indent: str) -> list[str]:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = compact(value)
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

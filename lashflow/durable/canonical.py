@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
-
-# one encoder: ``json.dumps`` with options would build a new one for every call
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def canonical_json(data: Any) -> str:
-    return _CANONICAL.encode(data)
+from ..json_text import canonical as canonical_json
 
 
 def digest(data: Any) -> str:

@@ -16,7 +16,7 @@ from ..lang.names import did_you_mean
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, Store
 from ..tools.clock import Clock
-from ..tools.completion import CompletionError, Resolution, ResolutionSource
+from ..tools.completion import CompletionAlreadyResolved, Resolution, ResolutionSource
 from .driver import Driver
 from .programs import Programs, signal_names
 from .reads import Reads
@@ -61,8 +61,8 @@ class Commands:
         check_json_text(getattr(result, "value", result))  # before anything is written
         try:
             run_id = await self.tools.deliver_completion(key, result)
-        except CompletionError as exc:
-            if exc.code != "completion_already_resolved" or not same_answer(exc.winner, result):
+        except CompletionAlreadyResolved as exc:
+            if not same_answer(exc.winner, result):
                 raise
             run_id = self.tools.run_of(key)
             return Delivery(run_id, await self._after_delivery(

@@ -10,6 +10,7 @@ cancel), ``Worker`` (the worker loop), ``Reads`` (what the engine tells about ru
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterable
@@ -400,7 +401,7 @@ class Engine:
     async def get_record(self, run_id: str) -> RunRecord:
         return await self.reads.require(run_id)
 
-    async def list(self, status: str | None = None) -> list[RunOutcome]:
+    async def list(self, status: str | None = None) -> builtins.list[RunOutcome]:
         """Every run (oldest first), or those with ``status``: for small databases and
         tests; ``runs`` pages through any number."""
         return await self.reads.list(status)
@@ -421,10 +422,10 @@ class Engine:
         step's arguments, attempts and budgeted outcome), read in one go."""
         return await self.reads.run_detail(run_id)
 
-    async def steps(self, run_id: str) -> list[StepView]:
+    async def steps(self, run_id: str) -> builtins.list[StepView]:
         return await self.reads.steps(run_id)
 
-    async def waiting(self) -> list[tuple[str, Wait]]:
+    async def waiting(self) -> builtins.list[tuple[str, Wait]]:
         return await self.reads.waiting()
 
     # -- changing workflows ------------------------------------------------------------
@@ -439,17 +440,17 @@ class Engine:
         return await self.verifier.report(compiled, keep_all=keep_all, process=process,
                                           run_ids=runs, statuses=status)
 
-    async def deploy(self, *sources: str | os.PathLike[str]) -> list[Deployment]:
+    async def deploy(self, *sources: str | os.PathLike[str]) -> builtins.list[Deployment]:
         """Record a numbered version of every process of each file (a new one only where
         its source or the schemas of the tools it calls changed): runs started by process
         name (``run(None, process)``) take the latest."""
         return await self.deployments.deploy(sources)
 
-    async def versions(self, process: str | None = None) -> list[Deployment]:
+    async def versions(self, process: str | None = None) -> builtins.list[Deployment]:
         return await self.deployments.list(process)
 
     async def upgrade(self, run_ids: Iterable[str], to: int | None = None, *,
-                      dry_run: bool = False) -> list[Upgrade]:
+                      dry_run: bool = False) -> builtins.list[Upgrade]:
         """Move runs to version ``to`` of their process (default: the latest) where a
         replay against it says compatible, one atomic write per run that keeps the
         version left (``previous_versions`` in the run's meta: upgrade back to undo)."""

@@ -16,9 +16,9 @@ from typing import Any, Awaitable, Callable, NoReturn
 from ..errors import LashflowError, LimitExceeded
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
-from ..interp.limits import Limits, too_deep, too_many_effects
+from ..interp.limits import Limits, too_deep
 from ..interp.values import from_json, to_json
-from ..store import RunRecord
+from ..store import RunRecord, StepRecord
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .journal import DriveFlags, RunJournal
 from .outcome import Wait
@@ -58,7 +58,6 @@ class DurableHost:
         self.flags = flags
         self.limits = limits
         self.prints = Prints(tools.project)
-        self.effects = 0
         self.observed_bytes = 0
         self.held_prints = 0  # prints held for the run's next write (see _observe)
         if flags.cancel_requested:
@@ -97,9 +96,7 @@ class DurableHost:
         if kind is not fx.Observe or effect.kind != "print":  # type: ignore[union-attr]
             await self.journal.flush_held()  # what is held is durable before this effect
             self.held_prints = 0
-        self.effects += 1
-        if self.effects > self.limits.max_effects:
-            raise too_many_effects(self.limits)
+        # the effect limit is counted once, by the interpreter as it yields each effect
         self._check_cancel()
         if kind is fx.ToolCall:
             return (await self._tool_calls([effect]))[0]  # type: ignore[list-item]
@@ -161,7 +158,7 @@ class DurableHost:
         now = self.clock.now()
         answers: list[Any] = [None] * len(effect.awaits)
         joins: list[tuple[int, fx.AwaitHandle, str]] = []
-        done = []
+        done: list[StepRecord] = []
         for index, one in enumerate(effect.awaits):
             decision = machine.await_one(one, now)
             if decision.action is RUN:

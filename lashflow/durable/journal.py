@@ -7,6 +7,7 @@ machine's (``replay.py``); this is the I/O around it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ..store import AttemptRecord, Commit, StepRecord, Store
 from ..tools.attempts import CancelSignal
@@ -43,8 +44,8 @@ class RunJournal:
         self.clock = clock
         self.events = events
 
-    async def commit(self, steps: list[StepRecord] = (),  # type: ignore[assignment]
-                     attempts: list[AttemptRecord] = ()) -> None:  # type: ignore[assignment]
+    async def commit(self, steps: Sequence[StepRecord] = (),
+                     attempts: Sequence[AttemptRecord] = ()) -> None:
         """Write ``steps`` and ``attempts`` durably, together with any held outcomes."""
         held_steps, held_attempts = self.machine.take_held()
         steps, attempts = held_steps + list(steps), held_attempts + list(attempts)

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import LashflowError, RunBusy, RunConflict, UsageError
+from ..errors import RunBusy, RunConflict, UnknownStep, UsageError
 from ..states import SETTLED, STOPPED
 from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
 from ..tools import OutcomeStatus, ToolOutcome
@@ -118,9 +118,9 @@ class Operator:
             key = key if key in settable else rows.get(key, key)
             if key not in settable:
                 tools = ", ".join(f"{n} ({k})" for n, k in list(rows.items())[:6]) or "none"
-                raise UsageError(f"--set {key}: not a tool step of run {run_id} at or before "
-                                 f"row {cut + 1} ({step_key}); those are, by row number "
-                                 f"or key: {tools}", code="unknown_step")
+                raise UnknownStep(f"--set {key}: not a tool step of run {run_id} at or before "
+                                  f"row {cut + 1} ({step_key}); those are, by row number "
+                                  f"or key: {tools}")
             named[key] = value
         overrides = named
         copied = [s for s in before if s.status == "done" or s.step_key in overrides]
@@ -193,7 +193,7 @@ async def collect(store: Store, before: float, statuses: Iterable[str], *,
     if dry_run:
         ids = await store.stale_runs(before, wanted, 1_000_000)
         return GcReport(len(ids), 0, True, ids[:20])
-    deleted, shown = 0, []
+    deleted, shown = 0, list[str]()
     while True:
         ids = await store.stale_runs(before, wanted, GC_BATCH)
         if not ids:
@@ -217,9 +217,9 @@ def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
     if wanted.isdigit() and 1 <= int(wanted) <= len(steps):
         return int(wanted) - 1
     known = ", ".join(s.step_key for s in steps[:6]) + (", ..." if len(steps) > 6 else "")
-    raise LashflowError(f"run {run_id} has no step {wanted!r}"
-                        + (f" (its steps: {known}, or a row number 1-{len(steps)})"
-                           if steps else " (it has no steps yet)"), code="unknown_step")
+    raise UnknownStep(f"run {run_id} has no step {wanted!r}"
+                      + (f" (its steps: {known}, or a row number 1-{len(steps)})"
+                         if steps else " (it has no steps yet)"))
 
 
 __all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "restart_point"]

@@ -4,6 +4,7 @@ return and compute nothing."""
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import replace
 from shlex import quote
 from typing import Any, Iterable
@@ -79,7 +80,7 @@ class Reads:
         texts = [s.outcome["text"] for s in steps if s.kind == "print" and s.outcome]
         return Prints.of(texts, self.tools.project).texts(run_id)
 
-    async def list(self, status: str | None = None) -> list[RunOutcome]:
+    async def list(self, status: str | None = None) -> builtins.list[RunOutcome]:
         return [self.outcome_of(r) for r in await self.store.list_runs(status)]
 
     # -- the read API ------------------------------------------------------------------------
@@ -104,8 +105,8 @@ class Reads:
         run, now = detail.run, self.clock.now()
         summary = self._summary(run, now)
         journal_error = None
-        steps: list[StepView] = []
-        prints: list[str] = []
+        steps: builtins.list[StepView] = []
+        prints: builtins.list[str] = []
         if detail.journal_error is not None:
             journal_error = RunError(detail.journal_error.code, detail.journal_error.message)
         else:
@@ -144,18 +145,18 @@ class Reads:
             owner_gone, note, version)
 
     # -- the journal -------------------------------------------------------------------------
-    async def steps(self, run_id: str) -> list[StepView]:
+    async def steps(self, run_id: str) -> builtins.list[StepView]:
         await self.require(run_id)
         steps, attempts = await self.store.load_journal(run_id)
         check_journal(run_id, steps)
         return self.views(steps, attempts)
 
-    def views(self, steps: list[StepRecord], attempts: list[AttemptRecord], *,
-              in_flight: bool = True) -> list[StepView]:
+    def views(self, steps: builtins.list[StepRecord], attempts: builtins.list[AttemptRecord], *,
+              in_flight: bool = True) -> builtins.list[StepView]:
         """Journal rows as views, in ``show``'s order (``display_order``). Unless the run is being driven right now (``in_flight``),
         an attempt still marked ``started`` was cut off by a crash: it reads
         ``interrupted``."""
-        by_step: dict[str, list[AttemptView]] = {}
+        by_step: dict[str, builtins.list[AttemptView]] = {}
         for a in attempts:
             status = a.status if in_flight or a.status != "started" else "interrupted"
             by_step.setdefault(a.step_key, []).append(AttemptView(
@@ -180,14 +181,15 @@ class Reads:
             return self.tools.project(outcome.get("text", ""))
         return self.tools.project(outcome)
 
-    async def waiting(self) -> list[tuple[str, Wait]]:
-        out = []
+    async def waiting(self) -> builtins.list[tuple[str, Wait]]:
+        out: builtins.list[tuple[str, Wait]] = []
         for run in await self.store.list_runs("waiting"):
             waits = await self.current_waits(run.run_id, [Wait.from_json(w) for w in run.waiting])
             out.extend((run.run_id, wait) for wait in waits)
         return out
 
-    async def current_waits(self, run_id: str, waits: list[Wait]) -> list[Wait]:
+    async def current_waits(self, run_id: str,
+                            waits: builtins.list[Wait]) -> builtins.list[Wait]:
         """``waits`` with each completion wait whose key was answered since the run
         parked marked ``resolved``, its command the one that resumes the run (the key's
         own command would only be refused now)."""

@@ -203,7 +203,7 @@ class ToolRunner:
         self.book: CompletionBook | None = None
         self.loaded_modules: set[str] = set()
         self._resource_map: tuple[int, dict[str, str]] | None = None
-        self._plugins = None
+        self._plugins: Any = None
         self.telemetry: Telemetry | None = None
 
     # -- registration ------------------------------------------------------------------

@@ -10,6 +10,7 @@ says ``compatible``, in one atomic write that also keeps the version it came fro
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -106,7 +107,7 @@ class Versions:
                                            tools, now, created, modules))
         return deployed
 
-    async def list(self, process: str | None = None) -> list[Deployment]:
+    async def list(self, process: str | None = None) -> builtins.list[Deployment]:
         found = []
         for row in await self.store.versions(process):
             stored = row.pop("tools")
@@ -140,10 +141,10 @@ class Versions:
         return self.programs.compile(text)
 
     async def upgrade(self, run_ids: Iterable[str], to: int | None = None, *,
-                      dry_run: bool = False) -> list[Upgrade]:
+                      dry_run: bool = False) -> builtins.list[Upgrade]:
         """Move each run to version ``to`` of its process (default: the latest) where a
         replay against it says compatible; one atomic write per run."""
-        done: list[Upgrade] = []
+        done: builtins.list[Upgrade] = []
         for run_id in run_ids:
             run = await self.reads.require(run_id)
             current = run.meta.get("version")

@@ -114,9 +114,9 @@ def _guarded(handler: Handler) -> Handler:
             return await handler(request)
         except HttpError as exc:
             return error_response(exc.code, exc.message, exc.headers,
-                                  **({"path": exc.path} if exc.path else {}))
+                                  {"path": exc.path} if exc.path else None)
         except LashflowError as exc:
-            return error_response(exc.code, exc.message, **_where(exc))
+            return error_response(exc.code, exc.message, where=_where(exc))
         except Exception:  # noqa: BLE001 - a bug: logged here, one line to the client
             log.exception("internal error on %s %s", request.method, request.url.path)
             return error_response("internal_error", "lashflow failed on this request; the "

@@ -40,6 +40,7 @@ class _GuardedHttp(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
 
+    # uvicorn hands a Transport, its base class declares BaseTransport
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:

@@ -27,10 +27,10 @@ STATUS_BY_CODE = {
 
 
 def error_response(code: str, message: str, headers: dict[str, str] | None = None,
-                   **where: str) -> JSONResponse:
+                   where: dict[str, str] | None = None) -> JSONResponse:
     """``{"error": {"code", "message"}}`` (plus ``path``/``hint`` given in ``where``) with
     the status the code maps to (400 by default: a request the user can fix)."""
-    return JSONResponse({"error": {"code": code, "message": message, **where}},
+    return JSONResponse({"error": {"code": code, "message": message, **(where or {})}},
                         status_code=STATUS_BY_CODE.get(code, 400), headers=headers or None)
 
 

@@ -20,8 +20,6 @@ from lashflow.interp.values import UNSET, truthy
 
 Closure = Callable[[list], Any]
 
-EFFECT_NODES = (ast.ReceiverCall, ast.Await, ast.Start, ast.Sleep, ast.WaitSignal, ast.SignalRun)
-
 
 def children(node: Any) -> list[Any]:
     """Direct sub-expressions of an expression node (compile time only)."""
@@ -62,7 +60,7 @@ def children(node: Any) -> list[Any]:
 
 def is_pure(node: Any) -> bool:
     """No effect anywhere inside: evaluable by one closure call."""
-    if isinstance(node, EFFECT_NODES):
+    if isinstance(node, ast.EFFECTS):
         return False
     return all(is_pure(c) for c in children(node))
 
@@ -471,4 +469,4 @@ def call_builtin(name: str, args: list[Any]) -> Any:
 
 
 __all__ = ["ExprCompiler", "Scope", "is_pure", "children", "builtin_caller", "call_builtin",
-           "span_of", "EFFECT_NODES"]
+           "span_of"]

@@ -6,11 +6,11 @@ path of the first problem, so the caller knows which field to fix.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..errors import InputInvalid
 from ..json_kinds import check_json_text, json_kind
+from ..json_text import ascii_compact
 from ..lang import ast
 from ..lang.names import SCALAR_JSON_TYPES
 
@@ -19,7 +19,7 @@ from ..lang.names import SCALAR_JSON_TYPES
 def _shown(value: Any) -> str:
     """A wrong string quoted (shortened, escaped), any other value by its kind."""
     if isinstance(value, str):
-        return json.dumps(value if len(value) <= 40 else value[:40] + "...")
+        return ascii_compact(value if len(value) <= 40 else value[:40] + "...")
     return json_kind(value)
 
 

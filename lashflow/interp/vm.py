@@ -16,7 +16,7 @@ from lashflow.interp.errors import LashRuntimeError, ProcessFailed
 from lashflow.interp.instructions import (
     BATCH, DISCARD, HANDLE, NONE, PAYLOAD, TERMINAL, WRAPPER,
 )
-from lashflow.interp.limits import ACTIVE, Limits
+from lashflow.interp.limits import ACTIVE, Limits, too_many_effects
 from lashflow.interp.values import UNSET, failure_text, from_json
 
 def normalize_wrapper(answer: Any) -> dict[str, Any]:
@@ -129,14 +129,12 @@ class Interpreter:
         if self.expect == TERMINAL:
             self.done = True
         else:
-            kind = type(effect)
-            self.effects += (len(effect.calls) if kind is fx.ToolBatch  # type: ignore[union-attr]
-                             else len(effect.awaits) if kind is fx.AwaitHandles  # type: ignore[union-attr]
+            self.effects += (len(effect.calls) if isinstance(effect, fx.ToolBatch)
+                             else len(effect.awaits) if isinstance(effect, fx.AwaitHandles)
                              else 1)
             if self.effects > self.limits.max_effects:
                 self.done = True
-                raise LimitExceeded(
-                    f"the run performed more than {self.limits.max_effects} effects")
+                raise too_many_effects(self.limits)
         self.pending = effect
         return effect
 

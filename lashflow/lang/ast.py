@@ -388,6 +388,11 @@ class ExprStmt:
 
 Stmt = Union[Assign, If, For, While, Break, Continue, ValueStmt, ExprStmt]
 
+# The expressions that are effects: each is handed to the host, journaled and replayed
+# (a tool call, await, start, sleep, wait_signal, signal). The one definition: the
+# compiler's purity test, the site ids and the graph's batches all ask it.
+EFFECTS = (ReceiverCall, Await, Start, Sleep, WaitSignal, SignalRun)
+
 
 # --------------------------------------------------------------------------- declarations
 

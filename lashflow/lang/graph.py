@@ -73,13 +73,10 @@ def _strip(expr: Any) -> Any:
     return expr
 
 
-_EFFECTS = (A.ReceiverCall, A.Await, A.Start, A.Sleep, A.WaitSignal, A.SignalRun)
-
-
 def _impure(node: Any) -> bool:
     from .sites import nodes
 
-    return any(isinstance(n, _EFFECTS) for n in nodes(node))
+    return any(isinstance(n, A.EFFECTS) for n in nodes(node))
 
 
 def _batch_leaves(expr: Any) -> list[tuple[str, A.ReceiverCall]] | None:
@@ -278,7 +275,7 @@ class _Builder:
         from .sites import nodes
 
         for n in nodes(stmt):
-            if isinstance(n, _EFFECTS) or isinstance(n, (A.Break, A.Continue)) and n is not stmt:
+            if isinstance(n, A.EFFECTS) or isinstance(n, (A.Break, A.Continue)) and n is not stmt:
                 return True
             if isinstance(n, A.ValueStmt) or getattr(n, "label", None) is not None and n is not stmt:
                 return True

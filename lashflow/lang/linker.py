@@ -112,7 +112,7 @@ class Linker:
             table = self.type_decls if isinstance(decl, A.TypeDecl) else self.processes
             if decl.name in table:
                 raise self.fail(f"duplicate declaration `{decl.name}`", decl)
-            table[decl.name] = decl  # type: ignore[assignment]
+            table[decl.name] = decl  # type: ignore[assignment]  # the table chosen by the decl's class
         for decl in decls:
             if isinstance(decl, A.TypeDecl):
                 self.resolve_named(decl.name, decl)
@@ -328,7 +328,7 @@ class Linker:
         if T.is_gradual(t):
             return T.ANY
         if isinstance(t, T.UnionT) and all(isinstance(m, T.ListT) for m in t.members):
-            return T.join(m.item for m in t.members)  # type: ignore[union-attr]
+            return T.join(m.item for m in t.members)  # type: ignore[union-attr]  # all ListT, checked above
         raise self.fail(f"cannot iterate over {t.render()}; expected a list", node)
 
     # ------------------------------------------------------------------ expressions
@@ -469,7 +469,7 @@ class Linker:
                 if not (both_lists or (T.is_scalar(left) and T.is_scalar(right))):
                     raise refuse()
                 if both_lists:
-                    return T.ListT(T.join([left.item, right.item]))  # type: ignore[union-attr]
+                    return T.ListT(T.join([left.item, right.item]))  # type: ignore[union-attr]  # both_lists
                 if _is_text(left) or _is_text(right):
                     return T.STR
             elif _is_text(left) or _is_text(right):

@@ -27,7 +27,17 @@ from lashflow.lang.diagnostics import LangError, parse_error
 from lashflow.lang.tokenpass import CLOSER_OF, ReplayLexer, StopPass, TokenPass, Typed
 from lashflow.lang.tokens import Tok, render_found, tokenize
 
-GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "lashlang.lark"
+
+def _grammar_path() -> Path:
+    """``grammar/lashlang.lark`` is the one source. An installed package carries a copy
+    made when it was built (``setup.py`` puts it at ``lashflow/grammar/``); a checkout,
+    installed in place or not, reads the source itself (no symlink needed)."""
+    here = Path(__file__).resolve().parent
+    packaged = here.parent / "grammar" / "lashlang.lark"
+    return packaged if packaged.is_file() else here.parent.parent / "grammar" / "lashlang.lark"
+
+
+GRAMMAR_PATH = _grammar_path()
 
 _lock = threading.Lock()
 _parser: Any = None

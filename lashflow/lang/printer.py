@@ -278,7 +278,7 @@ def _stmt_body(node: A.Stmt, indent: str) -> str:
     raise Unprintable(f"not a statement node: {type(node).__name__}")
 
 
-def _ends_in_block(node: A.Stmt | A.TypeDecl | A.ProcessDecl | None) -> bool:
+def _ends_in_block(node: object) -> bool:
     return node is None or isinstance(node, (A.If, A.For, A.While, A.ProcessDecl))
 
 
@@ -287,7 +287,7 @@ def _stmts(body: list[A.Stmt], indent: str, previous: object = None) -> str:
     for stmt in body:
         text = print_stmt(stmt, indent)
         if (isinstance(stmt, A.ExprStmt) and stmt.label is None and text[:1] in "([-"
-                and not _ends_in_block(previous)):  # type: ignore[arg-type]
+                and not _ends_in_block(previous)):
             raise Unprintable(
                 f"the statement `{text[:30]}` would continue the statement before it")
         lines.append(indent + text)

@@ -15,7 +15,9 @@ from typing import Any, Iterator
 
 from lashflow.lang import ast as A
 
-EFFECT_NODES = (A.ReceiverCall, A.Await, A.Start, A.Sleep, A.WaitSignal, A.SignalRun, A.ValueStmt)
+# The nodes that get a site id: every effect (``ast.EFFECTS``) and every value statement
+# (finish, fail, yield, wake, print, cancel: each is journaled or ends the run there).
+EFFECT_NODES = (*A.EFFECTS, A.ValueStmt)
 
 # The fields of each node that can hold sub-nodes (lists, optional nodes, or
 # ``(key, node)`` pairs), in declaration order. Leaves and types have none here.

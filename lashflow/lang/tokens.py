@@ -50,6 +50,7 @@ class Tok(Token):
     ``value`` the decoded text / number / name, ``start_pos``/``end_pos`` the char span."""
 
     __slots__ = ("kind",)
+    kind: str
 
     def __new__(cls, kind: str, value: object, start: int, end: int) -> "Tok":
         inst = str.__new__(cls, "" if value is None else value)
@@ -73,6 +74,7 @@ def tokenize(source: str) -> list[Tok]:
     while True:
         m = match(source, pos)
         if m is None:
+            # _SKIP matches the empty string: never None
             pos = _SKIP.match(source, pos).end()  # type: ignore[union-attr]
             if pos >= n:
                 break
@@ -159,6 +161,7 @@ def render_found(tok: Tok) -> str:
     if kind == "STRING":
         return f"string {rust_debug_str(str(tok.value))}"
     if kind == "NUMBER":
+        # a NUMBER token holds its float
         return f"number {format_number(float(tok.value))}"  # type: ignore[arg-type]
     if kind == "EOF":
         return "end of input"

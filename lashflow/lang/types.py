@@ -153,9 +153,9 @@ SCALAR_TYPES: dict[str, Scalar] = {"str": STR, "int": INT, "float": FLOAT, "bool
 
 
 def _quote(text: str) -> str:
-    import json
+    from lashflow.json_text import line  # here: most programs never need a quoted name
 
-    return json.dumps(text, ensure_ascii=False)
+    return line(text)
 
 
 def is_gradual(t: SType) -> bool:

@@ -267,7 +267,7 @@ class Analysis:
             self.parse_problem = Problem.of(exc.diagnostic)
             self.fast_edits += 1
             return True
-        items = [*module.types, *module.processes]
+        items: list[A.TypeDecl | A.ProcessDecl] = [*module.types, *module.processes]
         if module.main or len(items) != 1:
             return False
         node = items[0]

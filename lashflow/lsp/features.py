@@ -6,11 +6,11 @@ protocol messages."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from datetime import datetime, timezone
 from typing import Any
 
+from lashflow.json_text import ascii_compact, pretty
 from lashflow.lang import ast as A
 from lashflow.lang.durations import deadline_seconds, duration_seconds
 from lashflow.lang.printer import print_type
@@ -120,9 +120,9 @@ def schema_text(schema: dict[str, Any] | None) -> str:
     if kind == "array":
         return f"list[{schema_text(schema.get('items'))}]"
     if isinstance(kind, list):
-        return " | ".join(words.get(k, k) for k in kind)
+        return " | ".join(words.get(k, str(k)) for k in kind)
     if "enum" in schema:
-        return " | ".join(json.dumps(v) for v in schema["enum"])
+        return " | ".join(ascii_compact(v) for v in schema["enum"])
     return words.get(kind, "any") if isinstance(kind, str) else "any"
 
 
@@ -131,7 +131,7 @@ def tool_markdown(tool: ToolInfo) -> str:
     if tool.description:
         parts.append(tool.description)
     for title, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
-        parts.append(f"**{title} schema**\n```json\n{json.dumps(schema, indent=2)}\n```")
+        parts.append(f"**{title} schema**\n```json\n{pretty(schema)}\n```")
     if tool.file:
         parts.append(f"defined in `{tool.file}` line {tool.line}")
     return "\n\n".join(parts)
@@ -335,9 +335,9 @@ def hover(ctx: Context, offset: int) -> tuple[str, Occurrence] | None:
         decl = ctx.index.processes.get(occ.name) if ctx.index else None
         return (f"```lash\n{process_signature(decl)}\n```", occ) if decl else None
     if occ.kind == "type":
-        decl = ctx.index.types.get(occ.name) if ctx.index else None
-        return (f"```lash\ntype {decl.name} = {print_type(decl.type, decl=True)}\n```", occ) \
-            if decl else None
+        type_decl = ctx.index.types.get(occ.name) if ctx.index else None
+        return (f"```lash\ntype {type_decl.name} = {print_type(type_decl.type, decl=True)}\n```",
+                occ) if type_decl else None
     if occ.kind == "duration":
         return duration_text(occ), occ
     if occ.kind == "signal":
@@ -420,7 +420,7 @@ def rename(ctx: Context, offset: int, new_name: str) -> list[tuple[int, int]] | 
 
 def symbols(ctx: Context) -> list[tuple[str, str, str, int, int, int, int]]:
     """``(kind, name, detail, start, end, name_start, name_end)`` of each declaration."""
-    out = []
+    out: list[tuple[str, str, str, int, int, int, int]] = []
     if ctx.index is None:
         return out
     for occ in ctx.index.declarations():

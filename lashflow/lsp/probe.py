@@ -11,7 +11,6 @@ hangs or crashes costs the editor nothing but this process.
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from lashflow.errors import LashflowError
 from lashflow.tools import ToolRegistry, tools_in_module
 from lashflow.tools.loading import CONFIG_FILES, project_dir, tool_modules_for
+from ..json_text import ascii_compact
 
 
 def _location(source: Any) -> tuple[str | None, int | None]:
@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     result = probe(lash_file, argv[1:])
     real_stdout = sys.__stdout__
     assert real_stdout is not None
-    real_stdout.write(json.dumps(result) + "\n")
+    real_stdout.write(ascii_compact(result) + "\n")
     real_stdout.flush()
     return 0
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeV
 from ..errors import DbError
 from . import programs
 from .base import (
-    SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
 from .group_commit import GroupCommit, Inline, Outcome
@@ -35,8 +35,14 @@ class Backend(Protocol):
     # Every write joins the group commit (SQLite: one writer connection, so sharing its
     # transactions is the only way to share fsyncs); else only journal commits do.
     groups_writes: bool
-    inline: Inline | None  # the lone writer's commit on the caller's thread (ADR 0008)
-    migrations: Mapping[int, Sequence[str]]  # schema version -> its statements
+
+    @property
+    def inline(self) -> Inline | None:
+        """The lone writer's commit on the caller's thread (ADR 0008), if the dialect has one."""
+
+    @property
+    def migrations(self) -> Mapping[int, Sequence[str]]:
+        """Schema version -> its statements."""
 
     async def open(self, create: bool, schema: Job | None) -> None:
         """Connect and run ``schema`` (the migration program) exclusively: no two
@@ -74,7 +80,7 @@ class CoreStore(Store):
         # (written or read), later put/get of that hash need no round trip.
         self._sources: dict[str, str] = {}
 
-    @property  # type: ignore[override]
+    @property
     def on_commit(self) -> Callable[[float, int], None] | None:
         return self._group.on_commit
 
@@ -110,9 +116,9 @@ class CoreStore(Store):
             if schema is None:
                 version = programs.schema_version_of(
                     await self._read(one, "schema_version", scan=True), backend.label)
-                if version != programs.SCHEMA_VERSION:
+                if version != SCHEMA_VERSION:
                     raise DbError(f"database {backend.label} has schema version {version}, "
-                                  f"this lashflow reads {programs.SCHEMA_VERSION}: open it once "
+                                  f"this lashflow reads {SCHEMA_VERSION}: open it once "
                                   "for writing (any command that runs) to migrate it")
             self._crc_required = not await self._read(one, "unchecked_mark", scan=True)
         except BaseException:

@@ -15,7 +15,7 @@ re-opening a stopped run. They do no I/O and read no clock: times come from the 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generator, Iterable, TypeVar
+from typing import Any, Callable, Generator, Iterable, Mapping, Sequence, TypeVar
 
 from ..errors import DbError, Fenced, JournalCorrupt
 from ..states import SETTLED
@@ -78,7 +78,7 @@ def secret_of(raw: Any, label: str) -> bytes:
     return bytes(raw)
 
 
-def migrate(migrations: dict[int, list[str]], label: str,
+def migrate(migrations: Mapping[int, Sequence[str]], label: str,
             secret: bytes) -> Program[None]:
     """Bring the schema to ``SCHEMA_VERSION`` (run by the backend inside its exclusive
     migration transaction). A newer schema is refused, never touched; a database from

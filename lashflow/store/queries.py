@@ -9,10 +9,10 @@ Several statuses become one ``UNION ALL`` of per-status scans, each served by th
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any, Callable
 
 from ..errors import JournalCorrupt, UsageError
+from ..json_text import ascii_compact
 from .base import RunPage, RunQuery, RunSummary, StoreStats
 from .rows import loads
 
@@ -25,14 +25,14 @@ SUMMARY_COLUMNS = ("run_id, process, status, parent_run_id, created_at, updated_
 
 
 def encode_cursor(created_at: float, run_id: str) -> str:
-    raw = json.dumps([created_at, run_id], separators=(",", ":")).encode()
+    raw = ascii_compact([created_at, run_id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, run_id = json.loads(raw)
+        created_at, run_id = loads(raw.decode())
         if isinstance(created_at, (int, float)) and isinstance(run_id, str):
             return float(created_at), run_id
     except (ValueError, TypeError):

@@ -22,12 +22,12 @@ run is never replayed from a half-read row.
 from __future__ import annotations
 
 import hashlib
-import json
 import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import InputInvalid, JournalCorrupt
+from ..json_text import read_stored, stored
 from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
 
 # The columns a journal read selects, in this order, joined with the step's blob:
@@ -41,16 +41,11 @@ RUN_COLUMNS = ("run_id, parent_run_id, process, source_hash, input, input_hash, 
                "cancel_requested, wake_at, meta")
 
 
-# One encoder for every row: ``json.dumps`` with options builds a new one per call,
-# which a 1,000-member fan-out's commit would pay 2,000 times. NaN and Infinity are not
-# JSON: every door refuses them, and this refuses to write one that got past them.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_DECODER = json.JSONDecoder(parse_constant=lambda name: None)
-
-
 def dumps(value: Any) -> str:
+    """Compact JSON for a row. NaN and Infinity are not JSON: every door refuses them, and
+    this refuses to write one that got past them."""
     try:
-        return _ENCODER.encode(value)
+        return stored(value)
     except ValueError as exc:  # a NaN or an infinity: nothing is written
         raise InputInvalid(f"a value to store is not JSON ({exc}); nothing was written",
                            path="$") from None
@@ -59,7 +54,7 @@ def dumps(value: Any) -> str:
 def loads(text: str | None) -> Any:
     """A stored JSON text. A NaN or Infinity written by an older version reads as null,
     so the row stays readable (and every answer made from it valid JSON)."""
-    return None if text is None else _DECODER.decode(text)
+    return None if text is None else read_stored(text)
 
 
 def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> Any:
@@ -191,18 +186,18 @@ def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
         steps.append(step)
         if attempt is not None:
             folded.append(attempt)
-    rows = [attempt_from_row(run_id, row) for row in attempt_rows]
+    rows = [attempt_from_row(run_id, attempt_row) for attempt_row in attempt_rows]
     # a folded first attempt also written as a row (a retried step keeps its history)
     # counts once; one whose step has later attempts as rows goes before them, the others
     # after every row (one pass: a long journal must not cost a scan per step)
     written = {(a.step_key, a.attempt) for a in rows}
     before = {a.step_key: a for a in folded if (a.step_key, a.attempt) not in written}
     attempts: list[AttemptRecord] = []
-    for row in rows:
-        first = before.pop(row.step_key, None)
+    for written_row in rows:
+        first = before.pop(written_row.step_key, None)
         if first is not None:
             attempts.append(first)
-        attempts.append(row)
+        attempts.append(written_row)
     attempts.extend(before.values())
     return steps, attempts
 

@@ -184,7 +184,11 @@ async def _let_stopped_thread_finish(before: set[threading.Thread]) -> None:
     started = [t for t in threading.enumerate() if t not in before
                and "_connection_worker_thread" in t.name]
     if started:
-        await asyncio.to_thread(lambda: [t.join(2.0) for t in started])
+        def join_all() -> None:
+            for thread in started:
+                thread.join(2.0)
+
+        await asyncio.to_thread(join_all)
 
 
 def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -560,7 +564,8 @@ class SqliteBackend:
             raise DbError("the store is not open")
         self._hops += 1
         try:
-            return await db.execute_fetchall(_Op(fn, args))  # type: ignore[arg-type]
+            # _Op is run by our connection factory, not as SQL text; what it returns is fn's
+            return await db.execute_fetchall(_Op(fn, args))  # type: ignore[return-value]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from exc
         finally:
@@ -627,7 +632,9 @@ class SqliteBackend:
         except (OSError, sqlite3.Error) as exc:
             await _let_stopped_thread_finish(threads)
             raise DbError(f"cannot open database {self.path}: {exc}") from exc
-        self._db.daemon = True  # never keep a crashed process alive
+        # never keep a crashed process alive; only an aiosqlite whose Connection is a Thread
+        # has the attribute (0.22's is not: there this sets nothing)
+        self._db.daemon = True  # type: ignore[attr-defined]
         try:
             self._conn = await self._call(_itself)
             await self._setup_with_retry(schema)
@@ -638,7 +645,7 @@ class SqliteBackend:
             await self.close()
             raise
 
-    async def _setup_with_retry(self, schema: Job) -> None:
+    async def _setup_with_retry(self, schema: Job | None) -> None:
         """Several processes opening a brand-new file at once: switching it to WAL can be
         refused at once with "database is locked" (SQLite does not wait its busy timeout
         there), so the whole setup is tried again until the busy timeout has passed."""

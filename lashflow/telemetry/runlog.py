@@ -9,9 +9,9 @@ no secret, so none can reach a log this way.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, Callable
+from ..json_text import ascii_compact
 
 FORMATS = ("text", "json")
 
@@ -59,7 +59,7 @@ class RunLog:
             if step is not None:
                 record["step"] = step
             record.update(extra)
-            self._write(json.dumps(record, separators=(",", ":")))
+            self._write(ascii_compact(record))
             return
         words = [stamp, "run", run_id, status]
         if step is not None:

@@ -95,7 +95,7 @@ def assert_called(source: "WorkflowEnv | ToolMock", tool: str | None = None, *,
             raise TypeError("assert_called(env, tool): name the tool")
         calls, env, name = source.calls_of(tool), source, tool  # type: ignore[union-attr]
     else:
-        calls, env, name = source.calls, None, source.name  # type: ignore[union-attr]
+        calls, env, name = source.calls, None, source.name
     problem = None
     if times is not None and len(calls) != times:
         problem = f"{name} was called {len(calls)} time(s), expected {times}"

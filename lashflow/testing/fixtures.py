@@ -8,11 +8,11 @@ that no longer replays, where and why, as ``lashflow verify`` reports it.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import TYPE_CHECKING, Any, Iterable
 
 from lashflow.durable.timeline import one_line
+from lashflow.json_text import line_sorted
 
 if TYPE_CHECKING:
     from lashflow.durable.verify import Verdict
@@ -68,7 +68,7 @@ def _described(verdict: "Verdict") -> list[str]:
     recorded = verdict.recorded or {}
     if "args" in recorded:
         lines.append(f"    recorded: {recorded.get('tool') or recorded.get('kind')} "
-                     f"{one_line(json.dumps(recorded['args'], sort_keys=True), 100)}")
+                     f"{one_line(line_sorted(recorded['args']), 100)}")
     return lines
 
 

@@ -18,7 +18,7 @@ from lashflow.errors import LimitExceeded
 from lashflow.interp import effects as fx
 from lashflow.interp.compiler import Program
 from lashflow.interp.errors import LashRuntimeError
-from lashflow.interp.limits import Limits, too_deep, too_many_effects
+from lashflow.interp.limits import Limits, too_deep
 from lashflow.interp.values import failure_text
 from lashflow.interp.vm import execute
 
@@ -49,7 +49,6 @@ class MemoryHost:
         self.program = program
         self.run_id = run_id
         self.depth = _depth  # runs nested by `start` above this one, as the engine counts
-        self.effects = 0
         self.world = _world or _World(dict(tools or {}), {k: list(v) for k, v in (signals or {}).items()},
                                       limits, signal_timeout)
         self.world.runs[run_id] = self
@@ -85,22 +84,18 @@ class MemoryHost:
 
     async def _settle_children(self) -> None:
         while True:
-            pending = [h for h in self.world.runs.values()
+            pending = [(h, h.task) for h in self.world.runs.values()
                        if h.task is not None and not h.task.done()]
             if not pending:
                 return
-            for child in pending:
+            for child, task in pending:
                 if child.waiting:
-                    child.task.cancel()
-            await asyncio.wait([c.task for c in pending], timeout=self.world.signal_timeout)
+                    task.cancel()
+            await asyncio.wait([task for _, task in pending], timeout=self.world.signal_timeout)
 
     # -- the seam -----------------------------------------------------------------------------
     async def perform(self, effect: fx.Effect) -> Any:
-        if type(effect) is not fx.Finish and type(effect) is not fx.Fail:
-            self.effects += 1  # counted and limited as the engine does
-            limits = self.world.limits or Limits()
-            if self.effects > limits.max_effects:
-                raise too_many_effects(limits)
+        # the effect limit is the interpreter's, counted as it yields each effect
         handler = getattr(self, "_" + type(effect).__name__)
         return await handler(effect)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from lashflow.tools import PendingCompletion, RetryPolicy, ToolCall, ToolResult
 from lashflow.tools.definition import RegisteredTool, ToolDefinition

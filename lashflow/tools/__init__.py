@@ -11,8 +11,9 @@ from lashflow.tools.budget import (
 )
 from lashflow.tools.clock import Clock, RealClock
 from lashflow.tools.completion import (
-    CompletionBook, CompletionError, CompletionRecord, CompletionStorage, InMemoryCompletionStorage,
-    Resolution, ResolutionKind, ResolutionSource, Settle, outcome_for_resolution,
+    CompletionAlreadyResolved, CompletionBook, CompletionError, CompletionExpired, CompletionRecord,
+    CompletionStorage, InMemoryCompletionStorage, Resolution, ResolutionKind, ResolutionSource,
+    Settle, UnknownCompletionKey, outcome_for_resolution,
 )
 from lashflow.tools.context import NESTED_DISPATCH_MESSAGE, ToolCall, ToolContext
 from lashflow.tools.decorator import FunctionTool, tool
@@ -33,7 +34,8 @@ from lashflow.tools.results import OnCancel, OnTimeout, PendingCompletion, Retry
 from lashflow.tools.retry import RetryPolicy
 
 __all__ = [
-    "AttemptJournal", "CallEnv", "Clock", "CompletionBook", "CompletionError", "CompletionKey",
+    "AttemptJournal", "CallEnv", "Clock", "CompletionAlreadyResolved", "CompletionBook",
+    "CompletionError", "CompletionExpired", "CompletionKey",
     "CompletionRecord", "CompletionRequest", "CompletionResponse", "CompletionStorage", "DispatchCall",
     "DispatchResult", "Dispatcher", "FunctionTool", "InMemoryCompletionStorage", "KeyRing", "MemoryJournal",
     "ModelProvider", "ModelProviderError", "NESTED_DISPATCH_MESSAGE", "NullJournal", "OnCancel", "OnTimeout",
@@ -42,6 +44,6 @@ __all__ = [
     "ScriptedProvider", "Settle", "TokenUsage", "ToolCall", "ToolContext", "ToolDefinition", "ToolObject",
     "ToolOutcome", "ToolOutputBudgetConfig", "ToolOutputBudgetMode", "ToolOutputBudgetPluginFactory",
     "ToolProvider", "ToolRegistry", "ToolResult", "ToolResultProjector", "budget_text", "derive_key",
-    "load_tool_modules", "new_secret", "outcome_for_resolution", "project_output", "run_attempts",
+    "UnknownCompletionKey", "load_tool_modules", "new_secret", "outcome_for_resolution", "project_output", "run_attempts",
     "runtime_plugin_stack", "rust_lines", "tool", "tools_from_config", "tools_in_module", "verify_key",
 ]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from typing import Any
+
+from lashflow.json_text import compact, loads
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -56,14 +57,10 @@ def jsonable(value: Any) -> Any:
     # copied here (a JSON round trip, at C speed)
     if "pydantic_core" not in sys.modules and plain_json(value):
         try:
-            return json.loads(json.dumps(value))
+            return loads(compact(value))
         except RecursionError:  # nested too deep for the C encoder: pydantic's walk
             pass
     from pydantic_core import to_jsonable_python
 
     return to_jsonable_python(value)
 
-
-def compact(value: Any) -> str:
-    """Compact JSON text (no spaces, non-ASCII kept as is)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -8,13 +8,12 @@ follow Rust's ``str::lines`` (the original's rule), sizes are UTF-8 bytes (or
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from shlex import quote
 from typing import Any
 
-from lashflow.tools._json import compact
+from lashflow.json_text import compact_any as compact, line as json_line
 
 __all__ = [
     "DEFAULT_HINT", "ToolOutputBudgetConfig", "ToolOutputBudgetMode", "budget_text", "hint_for",
@@ -185,13 +184,12 @@ def _render_structured(value: Any, leaf: Callable[[str], str]) -> str:
     """
     out: list[str] = []
     stack: list[Any] = [value]
-    dumps = json.dumps
     while stack:
         item = stack.pop()
         if isinstance(item, _Text):
             out.append(item)
         elif isinstance(item, str):
-            out.append(dumps(leaf(item), ensure_ascii=False))
+            out.append(json_line(leaf(item)))
         elif isinstance(item, dict):
             out.append("{")
             stack.append(_Text("}"))
@@ -200,7 +198,7 @@ def _render_structured(value: Any, leaf: Callable[[str], str]) -> str:
                 key, child = entries[index]
                 key_text = key if isinstance(key, str) else compact(key)
                 stack.append(child)
-                stack.append(_Text(("," if index else "") + dumps(key_text, ensure_ascii=False) + ":"))
+                stack.append(_Text(("," if index else "") + json_line(key_text) + ":"))
         elif isinstance(item, (list, tuple)):
             out.append("[")
             stack.append(_Text("]"))

@@ -23,8 +23,9 @@ from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.results import OnCancel, OnTimeout, PendingCompletion, ResultKind, ToolResult
 
 __all__ = [
-    "CompletionBook", "CompletionError", "CompletionRecord", "CompletionStorage",
-    "InMemoryCompletionStorage", "Resolution", "ResolutionKind", "ResolutionSource", "Settle",
+    "CompletionAlreadyResolved", "CompletionBook", "CompletionError", "CompletionExpired",
+    "CompletionRecord", "CompletionStorage", "InMemoryCompletionStorage", "Resolution",
+    "ResolutionKind", "ResolutionSource", "Settle", "UnknownCompletionKey",
     "outcome_for_resolution",
 ]
 
@@ -35,14 +36,31 @@ CANCEL_MESSAGE = "pending tool completion cancelled"
 
 
 class CompletionError(LashflowError):
-    """A refused resolution: ``unknown_completion_key``, ``completion_already_resolved``
-    (``winner`` is what won) or ``completion_expired`` (``winner`` is the timeout)."""
+    """A refused resolution: one of the three classes below, each with its code."""
 
     code = "unknown_completion_key"
 
-    def __init__(self, message: str, *, code: str, winner: "Resolution | None" = None) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, message: str, *, winner: "Resolution | None" = None) -> None:
+        super().__init__(message)
         self.winner = winner
+
+
+class UnknownCompletionKey(CompletionError):
+    """Forged, unknown, or of a run that no longer takes completions."""
+
+    code = "unknown_completion_key"
+
+
+class CompletionAlreadyResolved(CompletionError):
+    """Another resolution won first; ``winner`` is what it recorded."""
+
+    code = "completion_already_resolved"
+
+
+class CompletionExpired(CompletionError):
+    """The call's deadline passed; ``winner`` is the timeout."""
+
+    code = "completion_expired"
 
 
 class ResolutionKind(str, enum.Enum):
@@ -247,7 +265,7 @@ class CompletionBook:
         """Deliver ``result`` (a ``ToolResult``) for ``key``; returns what was recorded."""
         ids = await self.owner(key)
         if ids is None:
-            raise CompletionError("unknown completion key", code="unknown_completion_key")
+            raise UnknownCompletionKey("unknown completion key")
         run_id, step_key = ids
         now = self.clock.now()
         resolution = Resolution.from_result(result, at=now)
@@ -259,13 +277,12 @@ class CompletionBook:
         if record.past_deadline(now):
             if record.resolution is None:
                 record = await self._time_out(record)
-            raise CompletionError("completion key expired: the call timed out", code="completion_expired",
-                                  winner=record.resolution)
+            raise CompletionExpired("completion key expired: the call timed out",
+                                    winner=record.resolution)
         winner = record.resolution
-        raise CompletionError(
+        raise CompletionAlreadyResolved(
             f"completion key already resolved ({winner.kind.value if winner else 'unknown'})",
-            code="completion_already_resolved", winner=winner,
-        )
+            winner=winner)
 
     # -- the waiting side ------------------------------------------------------------
 
@@ -316,7 +333,7 @@ class CompletionBook:
                 cancelled = await self.cancel_wait(run_id, step_key)
                 assert cancelled is not None
                 return cancelled
-            helpers = [asyncio.ensure_future(wakeup.wait())]
+            helpers: list[asyncio.Future[Any]] = [asyncio.ensure_future(wakeup.wait())]
             if record.deadline_at is not None:
                 helpers.append(asyncio.ensure_future(self.clock.sleep(record.deadline_at - self.clock.now())))
             if cancel is not None:

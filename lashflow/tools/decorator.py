@@ -115,7 +115,7 @@ class FunctionTool:
         if self._input_model is None:
             from pydantic import ConfigDict, create_model
 
-            self._input_model = create_model(  # type: ignore[call-overload]
+            self._input_model = create_model(
                 f"{self.__name__}_input", __config__=ConfigDict(extra="forbid"), **self._fields
             )
         return self._input_model
@@ -136,11 +136,13 @@ class FunctionTool:
         return self._cancel_hook
 
     async def execute(self, call: ToolCall) -> ToolResult:
-        kwargs: dict[str, Any] | None = {}
+        kwargs: dict[str, Any] = {}
         if self._fields:
             data = call.input if call.input is not None else {}
-            kwargs = fast_arguments(self._fields, data) if self._plain_input else None
-            if kwargs is None:
+            fast = fast_arguments(self._fields, data) if self._plain_input else None
+            if fast is not None:
+                kwargs = fast
+            else:
                 # built (pydantic imported) on first need, off the loop: the other calls
                 # of a batch go on meanwhile
                 model = self._input_model or await asyncio.to_thread(self._model)

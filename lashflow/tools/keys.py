@@ -13,8 +13,8 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import secrets
+from lashflow.json_text import ascii_compact, loads
 
 __all__ = ["CompletionKey", "KeyRing", "derive_key", "new_secret", "verify_key"]
 
@@ -60,7 +60,7 @@ def _mac(secret: bytes, payload: bytes) -> bytes:
 def derive_key(secret: bytes, run_id: str, step_key: str) -> CompletionKey:
     """The one key of call ``step_key`` in run ``run_id``."""
     _check_secret(secret)
-    payload = json.dumps([run_id, step_key], separators=(",", ":")).encode("ascii")
+    payload = ascii_compact([run_id, step_key]).encode("ascii")
     return CompletionKey(f"{PREFIX}{_b64(payload)}.{_b64(_mac(secret, payload))}")
 
 
@@ -77,7 +77,7 @@ def verify_key(secret: bytes, key: object) -> tuple[str, str] | None:
     if not dot:
         return None
     try:
-        ids = json.loads(_unb64(body).decode("utf-8"))
+        ids = loads(_unb64(body).decode("utf-8"))
     except (ValueError, binascii.Error, UnicodeDecodeError):
         return None
     if not (isinstance(ids, list) and len(ids) == 2 and all(isinstance(i, str) for i in ids)):

@@ -69,14 +69,15 @@ def load_tool_modules(specs: Iterable[str | Path], *, base_dir: str | Path | Non
                 path = base / path
             modules.append(_import_path(path))
             continue
-        added = base is not None and str(base.resolve()) not in sys.path
+        root = str(base.resolve()) if base is not None else None
+        added = root is not None and root not in sys.path
         if added:
-            sys.path.insert(0, str(base.resolve()))
+            sys.path.insert(0, str(root))
         try:
             modules.append(_import_name(str(spec)))
         finally:
             if added:
-                sys.path.remove(str(base.resolve()))
+                sys.path.remove(str(root))
     return modules
 
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from lashflow.errors import PluginError
 from lashflow.tools.budget import DEFAULT_HINT, ToolOutputBudgetConfig, project_output
-from lashflow.tools._json import compact
+from lashflow.json_text import compact_any as compact
 
 __all__ = [
     "PluginFactory", "PluginStack", "TOOL_RESULT_PROJECTOR", "ToolOutputBudgetPluginFactory",

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, ClassVar
 
-from lashflow.tools._json import compact, jsonable
+from lashflow.json_text import compact_any as compact
+from lashflow.tools._json import jsonable
 
 __all__ = [
     "OnCancel", "OnTimeout", "PendingCompletion", "ResultKind", "Retry", "ToolResult",

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import ROOT
+ROOT = Path(__file__).resolve().parents[2]  # not `from conftest`: which conftest that is
+# depends on the folders a run was given
 
 
 def test_fmt_check_names_the_files_and_writes_nothing(lf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -225,7 +225,7 @@ def test_cancel_reaches_a_run_driven_by_another_process(lfx: Lfx, tmp_path: Path
         if runner.poll() is None:
             runner.kill()
     # The in-flight attempt was cancelled at once (not after its 60 s nap) and the run
-    # ends cancelled (SPEC 4.5), even though its `?` saw the cancelled call fail.
+    # ends cancelled (a cancel wins over what the process does with the cancelled call), even though its `?` saw the cancelled call fail.
     assert runner.returncode == 4, err
     assert json.loads(out)["status"] == "cancelled"
     [step] = lfx("show", "slow-1", "--json").json["steps"]

@@ -1,4 +1,7 @@
-"""SIGKILL a real worker process at each point of SPEC 4.3, then resume in a new process.
+"""SIGKILL a real worker process at each point where a crash can fall (during an idempotent
+or a non-idempotent attempt, after an outcome is recorded, during a retry delay, during a
+sleep), then resume in a new process: nothing committed is lost, no recorded outcome runs
+again, and an interrupted non-idempotent attempt waits for an operator.
 
 Each scenario writes a .lash file and its tools into a temp folder. Tools count their
 calls in files and, at the chosen point, write a marker and block; the test kills the

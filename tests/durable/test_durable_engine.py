@@ -212,10 +212,10 @@ async def test_deadline_timeout_error_as_result_and_fail_turn(db_url: str) -> No
         assert info.value.code == "completion_expired"
 
 
-async def test_cancel_parked_run_calls_cancel_external_and_voids_the_key(db_url: str) -> None:
+async def test_cancel_parked_run_calls_cancel_external_and_voids_the_key(backend_url: str) -> None:
     EXTERNAL_CANCELS.clear()
     source = "process p() { r = await tools.slow_job({})? \n finish r }"
-    async with Engine(db=db_url, tools=TOOLS) as engine:
+    async with Engine(db=backend_url, tools=TOOLS) as engine:
         outcome = await engine.run(source)
         key = outcome.waiting[0].key
         assert await engine.cancel(outcome.run_id) is RunStatus.CANCELLED
@@ -226,12 +226,12 @@ async def test_cancel_parked_run_calls_cancel_external_and_voids_the_key(db_url:
         assert info.value.code == "unknown_completion_key"
 
 
-async def test_replay_mismatch_after_editing_the_process(db_url: str, tmp_path: Path) -> None:
+async def test_replay_mismatch_after_editing_the_process(backend_url: str, tmp_path: Path) -> None:
     original = tmp_path / "flow.lash"
     original.write_text(APPROVAL)
     edited = tmp_path / "edited.lash"
     edited.write_text(APPROVAL.replace("{ a: n, b: 1 }", "{ a: n, b: 2 }"))
-    async with Engine(db=db_url, tools=TOOLS) as engine:
+    async with Engine(db=backend_url, tools=TOOLS) as engine:
         outcome = await engine.run(original, input={"n": 1})
         assert outcome.status is RunStatus.WAITING
         changed = await engine.resume(outcome.run_id, source=edited)
@@ -241,12 +241,13 @@ async def test_replay_mismatch_after_editing_the_process(db_url: str, tmp_path: 
         assert CALLS["add"] == 1
 
 
-async def test_comments_and_whitespace_edits_replay_cleanly(db_url: str, tmp_path: Path) -> None:
+async def test_comments_and_whitespace_edits_replay_cleanly(backend_url: str,
+                                                         tmp_path: Path) -> None:
     original = tmp_path / "flow.lash"
     original.write_text(APPROVAL)
     edited = tmp_path / "edited.lash"
     edited.write_text("# reviewed\n" + APPROVAL.replace("  a = ", "  # first step\n  a =   "))
-    async with Engine(db=db_url, tools=TOOLS) as engine:
+    async with Engine(db=backend_url, tools=TOOLS) as engine:
         outcome = await engine.run(original, input={"n": 1})
         again = await engine.resume(outcome.run_id, source=edited)
         assert again.status is RunStatus.WAITING
@@ -270,7 +271,7 @@ async def test_thousand_parked_runs_completed_in_random_order(db_url: str) -> No
         assert len(await engine.list("finished")) == 1000
 
 
-async def test_sleep_waits_only_the_remaining_time_across_restarts(db_url: str) -> None:
+async def test_sleep_waits_only_the_remaining_time_across_restarts(backend_url: str) -> None:
     clock = FakeClock(5000.0)
     source = """
     process nap() {
@@ -280,12 +281,12 @@ async def test_sleep_waits_only_the_remaining_time_across_restarts(db_url: str) 
       finish b
     }
     """
-    async with Engine(db=db_url, tools=TOOLS, clock=clock) as engine:
+    async with Engine(db=backend_url, tools=TOOLS, clock=clock) as engine:
         outcome = await engine.run(source)
         assert outcome.status is RunStatus.WAITING
         assert outcome.waiting[0].kind == "sleep" and outcome.waiting[0].until == 5010.0
     clock.advance(4)
-    async with Engine(db=db_url, tools=TOOLS, clock=clock) as engine:
+    async with Engine(db=backend_url, tools=TOOLS, clock=clock) as engine:
         early = await engine.resume(outcome.run_id)
         assert early.status is RunStatus.WAITING and early.waiting[0].until == 5010.0
         clock.advance(6)
@@ -294,7 +295,7 @@ async def test_sleep_waits_only_the_remaining_time_across_restarts(db_url: str) 
         assert CALLS["add"] == 2
 
 
-async def test_signals_children_and_yield_through_the_engine(db_url: str) -> None:
+async def test_signals_children_and_yield_through_the_engine(backend_url: str) -> None:
     source = """
     process approval(req: str) signals { decision: any } {
       yield { waiting: req }
@@ -306,7 +307,7 @@ async def test_signals_children_and_yield_through_the_engine(db_url: str) -> Non
     h2 = start approval(req: "r2")
     finish await [h1, h2]
     """
-    async with Engine(db=db_url, tools=TOOLS) as engine:
+    async with Engine(db=backend_url, tools=TOOLS) as engine:
         parent = await engine.run(source)
         assert parent.status is RunStatus.WAITING
         children = [w.child_run_id for w in parent.waiting if w.kind == "child"]
@@ -377,7 +378,7 @@ async def hang(call: ToolCall) -> int:
     return 1
 
 
-async def test_cancel_a_running_run_cancels_the_attempt_in_flight(db_url: str) -> None:
+async def test_cancel_a_running_run_cancels_the_attempt_in_flight(backend_url: str) -> None:
     import asyncio
 
     source = """
@@ -388,7 +389,7 @@ async def test_cancel_a_running_run_cancels_the_attempt_in_flight(db_url: str) -
       finish b
     }
     """
-    async with Engine(db=db_url, tools=TOOLS + [hang]) as engine:
+    async with Engine(db=backend_url, tools=TOOLS + [hang]) as engine:
         handle = await engine.start(source)
         while CALLS.get("hang", 0) == 0:
             await asyncio.sleep(0.01)
@@ -436,7 +437,7 @@ async def test_limits_end_the_run_with_limit_exceeded(db_url: str) -> None:
         assert fine.result == 100
 
 
-async def test_cancel_while_an_unwrapped_call_is_in_flight_ends_cancelled(db_url: str) -> None:
+async def test_cancel_while_an_unwrapped_call_is_in_flight_ends_cancelled(backend_url: str) -> None:
     import asyncio
 
     source = """
@@ -445,7 +446,7 @@ async def test_cancel_while_an_unwrapped_call_is_in_flight_ends_cancelled(db_url
       finish r
     }
     """
-    async with Engine(db=db_url, tools=TOOLS + [hang]) as engine:
+    async with Engine(db=backend_url, tools=TOOLS + [hang]) as engine:
         handle = await engine.start(source)
         while CALLS.get("hang", 0) == 0:
             await asyncio.sleep(0.01)

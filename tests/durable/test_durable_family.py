@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 
 import pytest
 
@@ -39,12 +38,9 @@ def fresh() -> None:
     GATE = None
 
 
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'family.db'}"
 
-
-async def test_a_forged_handle_to_another_run_is_refused_and_names_it_not(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[mark]) as engine:
+async def test_a_forged_handle_to_another_run_is_refused_and_names_it_not(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[mark]) as engine:
         victim = await engine.run('process p() { x = await tools.mark({name: "secret"})?\n'
                                   ' finish x }')
         assert victim.status is RunStatus.FINISHED
@@ -62,8 +58,8 @@ async def test_a_forged_handle_to_another_run_is_refused_and_names_it_not(tmp_pa
         assert (await engine.get_record(victim.run_id)).cancel_requested is False
 
 
-async def test_a_run_awaiting_its_own_id_is_refused(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path)) as engine:
+async def test_a_run_awaiting_its_own_id_is_refused(backend_url: str) -> None:
+    async with Engine(db=backend_url) as engine:
         outcome = await engine.run('h = { __handle__: "process", id: "me" }\nfinish await h',
                                    run_id="me")
         assert outcome.status is RunStatus.FAILED
@@ -71,7 +67,7 @@ async def test_a_run_awaiting_its_own_id_is_refused(tmp_path: Path) -> None:
             outcome.error.message
 
 
-async def test_own_children_are_awaited_cancelled_and_signalled(tmp_path: Path) -> None:
+async def test_own_children_are_awaited_cancelled_and_signalled(backend_url: str) -> None:
     source = """
 process child(n: int) signals { go: any } {
   x = wait_signal("go")
@@ -85,29 +81,29 @@ signal_run(a, "go", 41)
 cancel b
 finish [await a, await b]
 """
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         outcome = await engine.run(source)
         assert outcome.status is RunStatus.FINISHED, outcome
         assert outcome.result == [{"ok": True, "value": 42},
                                   {"ok": False, "error": "lashlang process was cancelled"}]
 
 
-async def test_signal_run_to_a_finished_child_is_a_runtime_error(tmp_path: Path) -> None:
+async def test_signal_run_to_a_finished_child_is_a_runtime_error(backend_url: str) -> None:
     source = 'process quick() { finish 1 }\nh = start quick()\nr = await h\n' \
              'signal_run(h, "go", 1)\nfinish r'
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         outcome = await engine.run(source)
         assert outcome.status is RunStatus.FAILED
         assert outcome.error is not None and outcome.error.code == "runtime_error"
         assert outcome.error.message.startswith("signal_run failed: ")
 
 
-async def test_parents_waiting_on_children_do_not_starve_them_of_slots(tmp_path: Path) -> None:
+async def test_parents_waiting_on_children_do_not_starve_them_of_slots(backend_url: str) -> None:
     """Two slots, four parents that each start and await a child: with parents holding
     their slots the children could never start."""
     source = ('process kid(n: int) { x = await tools.mark({name: "kid"})?\n finish n }\n'
               'process parent(n: int) { h = start kid(n: n)\n finish await h }')
-    async with Engine(db=db(tmp_path), tools=[mark], concurrency=2) as engine:
+    async with Engine(db=backend_url, tools=[mark], concurrency=2) as engine:
         outcomes = await asyncio.wait_for(asyncio.gather(
             *(engine.run(source, "parent", {"n": n}) for n in range(4))), timeout=60)
         assert [o.result for o in outcomes] == [{"ok": True, "value": n} for n in range(4)]
@@ -115,7 +111,7 @@ async def test_parents_waiting_on_children_do_not_starve_them_of_slots(tmp_path:
 
 
 async def test_children_of_one_await_are_joined_together_and_all_named_in_the_waits(
-        tmp_path: Path) -> None:
+        backend_url: str) -> None:
     source = """
 process approval(req: str) signals { decision: any } {
   d = wait_signal("decision")
@@ -125,7 +121,7 @@ h1 = start approval(req: "r1")
 h2 = start approval(req: "r2")
 finish await [h1, h2]
 """
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         outcome = await engine.run(source)
         assert outcome.status is RunStatus.WAITING
         kinds = sorted((w.kind, w.child_run_id or "") for w in outcome.waiting)
@@ -136,9 +132,9 @@ finish await [h1, h2]
             assert (await engine.get(child)).status is RunStatus.WAITING
 
 
-async def test_nesting_by_start_is_bounded(tmp_path: Path) -> None:
+async def test_nesting_by_start_is_bounded(backend_url: str) -> None:
     source = 'process deep(n: int) { h = start deep(n: n + 1)\n finish await h }'
-    async with Engine(db=db(tmp_path), limits=Limits(max_child_depth=8)) as engine:
+    async with Engine(db=backend_url, limits=Limits(max_child_depth=8)) as engine:
         outcome = await asyncio.wait_for(engine.run(source, "deep", {"n": 0}), timeout=60)
         # the innermost allowed run fails at its `start`; each parent gets a failed child
         assert outcome.status is RunStatus.FINISHED
@@ -151,9 +147,9 @@ async def test_nesting_by_start_is_bounded(tmp_path: Path) -> None:
         assert "more than 8 runs nested by `start`" in inner["error"]
 
 
-async def test_a_self_starting_process_stops_at_the_default_depth(tmp_path: Path) -> None:
+async def test_a_self_starting_process_stops_at_the_default_depth(backend_url: str) -> None:
     source = 'process forever() { h = start forever()\n finish await h }'
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         outcome = await asyncio.wait_for(engine.run(source, "forever"), timeout=120)
         assert outcome.status is RunStatus.FINISHED
         runs = await engine.list()
@@ -161,10 +157,10 @@ async def test_a_self_starting_process_stops_at_the_default_depth(tmp_path: Path
 
 
 async def test_a_parent_cancelling_its_own_child_logs_no_lease_takeover(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        backend_url: str, caplog: pytest.LogCaptureFixture) -> None:
     source = 'process sleeper() { sleep for "1h"\n finish 0 }\n' \
              's = start sleeper()\ncancel s\nr = await s\nfinish r'
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         with caplog.at_level(logging.WARNING, logger="lashflow.engine"):
             outcome = await engine.run(source)
         assert outcome.status is RunStatus.FINISHED
@@ -172,13 +168,13 @@ async def test_a_parent_cancelling_its_own_child_logs_no_lease_takeover(
         assert "lease moved" not in caplog.text
 
 
-async def test_one_process_never_drives_a_child_twice(tmp_path: Path) -> None:
+async def test_one_process_never_drives_a_child_twice(backend_url: str) -> None:
     """``recover`` joins every orphan while the replayed parent's ``start`` spawns the same
     child: both go through one task registry, so the child's step runs once."""
     global GATE
     source = ('process kid() { x = await tools.gated({name: "kid"})?\n finish x }\n'
               'process parent() { h = start kid()\n finish await h }')
-    path = db(tmp_path)
+    path = backend_url
     clock = FakeClock(start=1_000.0)
     async with Engine(db=path, tools=[gated], clock=clock) as first:
         GATE = asyncio.Event()

@@ -38,12 +38,9 @@ async def echo(text: str) -> str:
     return text
 
 
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'history.db'}"
 
-
-async def test_history_keeps_the_tail_of_a_tail_tool(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[log_tail]) as engine:
+async def test_history_keeps_the_tail_of_a_tail_tool(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[log_tail]) as engine:
         outcome = await engine.run("x = await tools.log_tail({})?\nfinish 1")
         [step] = await engine.steps(outcome.run_id)
     assert step.projected is not None and "THE END" in step.projected
@@ -51,21 +48,21 @@ async def test_history_keeps_the_tail_of_a_tail_tool(tmp_path: Path) -> None:
     assert f"lashflow output {outcome.run_id} {step.step_key}" in step.projected
 
 
-async def test_a_re_run_of_the_same_id_gives_back_its_prints(tmp_path: Path) -> None:
+async def test_a_re_run_of_the_same_id_gives_back_its_prints(backend_url: str) -> None:
     source = 'print("hello")\nprint("world")\nfinish 1'
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         first = await engine.run(source, run_id="r1")
         again = await engine.run(source, run_id="r1")
         got = await engine.get("r1")
     assert first.prints == again.prints == got.prints == ["hello", "world"]
 
 
-async def test_prints_kept_in_an_outcome_are_bounded(tmp_path: Path) -> None:
+async def test_prints_kept_in_an_outcome_are_bounded(backend_url: str) -> None:
     # 2**15 characters a print: 100 of them are three times what an outcome keeps
     assert 100 * 2**15 > 3 * KEPT_CHARS
     source = ('s = "x"\nfor i in range(15) { s = s + s }\n'
               'for i in range(100) { print(s) }\nfinish 1')
-    async with Engine(db=db(tmp_path)) as engine:
+    async with Engine(db=backend_url) as engine:
         outcome = await engine.run(source, run_id="loud")
         got = await engine.get("loud")
         steps = await engine.steps("loud")
@@ -76,8 +73,8 @@ async def test_prints_kept_in_an_outcome_are_bounded(tmp_path: Path) -> None:
     assert outcome.prints == got.prints
 
 
-async def test_a_cancelled_run_closes_its_pending_tool_step(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[park]) as engine:
+async def test_a_cancelled_run_closes_its_pending_tool_step(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[park]) as engine:
         parked = await engine.run("x = await tools.park({})\nfinish x")
         assert parked.status is RunStatus.WAITING
         assert await engine.cancel(parked.run_id) is RunStatus.CANCELLED
@@ -87,9 +84,9 @@ async def test_a_cancelled_run_closes_its_pending_tool_step(tmp_path: Path) -> N
     assert [(a.attempt, a.status) for a in step.attempts] == [(1, "cancelled")]
 
 
-async def test_a_cancel_in_a_retry_delay_records_the_attempt_once(tmp_path: Path) -> None:
+async def test_a_cancel_in_a_retry_delay_records_the_attempt_once(backend_url: str) -> None:
     clock = FakeClock()
-    async with Engine(db=db(tmp_path), tools=[flaky], clock=clock) as engine:
+    async with Engine(db=backend_url, tools=[flaky], clock=clock) as engine:
         handle = await engine.start("x = await tools.flaky({})\nfinish x")
         await clock.wait_for_sleepers(1)  # attempt 1 failed; the retry delay has begun
         await engine.cancel(handle.run_id)
@@ -100,8 +97,8 @@ async def test_a_cancel_in_a_retry_delay_records_the_attempt_once(tmp_path: Path
     assert step.outcome["status"] == "cancelled"
 
 
-def test_output_of_a_print_step_is_its_text(tmp_path: Path) -> None:
-    url = db(tmp_path)
+def test_output_of_a_print_step_is_its_text(backend_url: str) -> None:
+    url = backend_url
 
     async def make() -> str:
         async with Engine(db=url) as engine:
@@ -116,9 +113,10 @@ def test_output_of_a_print_step_is_its_text(tmp_path: Path) -> None:
     assert result.stdout == 'a "quoted"\nline\n'
 
 
-async def test_a_replay_mismatch_in_arguments_only_says_so(tmp_path: Path) -> None:
+async def test_a_replay_mismatch_in_arguments_only_says_so(backend_url: str,
+                                                           tmp_path: Path) -> None:
     clock = FakeClock()
-    async with Engine(db=db(tmp_path), tools=[echo], clock=clock) as engine:
+    async with Engine(db=backend_url, tools=[echo], clock=clock) as engine:
         first = await engine.run('x = await tools.echo({text: "a"})?\nsleep for "1h"\nfinish x')
         assert first.status is RunStatus.WAITING
         clock.advance(7200)
@@ -133,13 +131,13 @@ async def test_a_replay_mismatch_in_arguments_only_says_so(tmp_path: Path) -> No
     assert "asks tool tools.echo" not in message
 
 
-async def test_journal_growth_by_prints_is_bounded(tmp_path: Path) -> None:
+async def test_journal_growth_by_prints_is_bounded(backend_url: str) -> None:
     from lashflow.interp.limits import Limits
 
     limits = Limits(max_journal_bytes=4 * 2**20)
     source = ('s = "x"\nfor i in range(18) { s = s + s }\n'  # 256 Ki characters
               'for i in range(1000) { print(s + to_string(i)) }\nfinish 1')
-    async with Engine(db=db(tmp_path), limits=limits) as engine:
+    async with Engine(db=backend_url, limits=limits) as engine:
         outcome = await engine.run(source)
         steps = await engine.steps(outcome.run_id)
     assert outcome.status is RunStatus.FAILED

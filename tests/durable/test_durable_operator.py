@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,6 @@ from lashflow import (
     Engine, LashflowError, PendingCompletion, RunStatus, ToolCall, ToolResult, tool,
 )
 
-from pg_support import schema_url
 
 CALLS: list[str] = []
 DOWN = {"charge": True}
@@ -59,12 +57,9 @@ def fresh() -> None:
     GATE.clear()
 
 
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'ops.db'}"
 
-
-async def test_retry_replays_successes_and_reruns_the_failed_step(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[quote, charge, approve]) as engine:
+async def test_retry_replays_successes_and_reruns_the_failed_step(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[quote, charge, approve]) as engine:
         failed = await engine.run(FLOW, run_id="r")
         assert failed.status is RunStatus.FAILED
         assert CALLS == ["quote", "approve", "charge"]
@@ -80,9 +75,9 @@ async def test_retry_replays_successes_and_reruns_the_failed_step(tmp_path: Path
         assert info.value.code == "run_not_retryable"
 
 
-async def test_retry_of_a_cancelled_run_clears_the_cancel(tmp_path: Path) -> None:
+async def test_retry_of_a_cancelled_run_clears_the_cancel(backend_url: str) -> None:
     source = 'q = await tools.quote({n: 1})?\nsleep for "1h"\nfinish q'
-    async with Engine(db=db(tmp_path), tools=[quote]) as engine:
+    async with Engine(db=backend_url, tools=[quote]) as engine:
         parked = await engine.run(source, run_id="c")
         assert parked.status is RunStatus.WAITING
         assert await engine.cancel("c") is RunStatus.CANCELLED
@@ -92,8 +87,8 @@ async def test_retry_of_a_cancelled_run_clears_the_cancel(tmp_path: Path) -> Non
         assert CALLS == ["quote"]
 
 
-async def test_fork_from_a_step_with_a_result_set_by_hand(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[quote, charge, approve]) as engine:
+async def test_fork_from_a_step_with_a_result_set_by_hand(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[quote, charge, approve]) as engine:
         DOWN["charge"] = False
         done = await engine.run(FLOW, run_id="orig")
         assert done.result == {"charged": 30}
@@ -135,10 +130,10 @@ async def deny(amount: int) -> ToolResult:
     return ToolResult.err("no")
 
 
-async def test_retry_restarts_at_the_step_that_stopped_the_run(tmp_path: Path) -> None:
+async def test_retry_restarts_at_the_step_that_stopped_the_run(backend_url: str) -> None:
     """An earlier `err` the program handled is not where a retry restarts."""
     flow = HANDLED.replace("approve", "deny")
-    async with Engine(db=db(tmp_path), tools=[quote, charge, deny]) as engine:
+    async with Engine(db=backend_url, tools=[quote, charge, deny]) as engine:
         assert (await engine.run(flow, run_id="h")).status is RunStatus.FAILED
         plan = await engine.retry_plan("h")
         assert [s.tool for s in plan] == ["tools.charge"]
@@ -151,8 +146,8 @@ async def test_retry_restarts_at_the_step_that_stopped_the_run(tmp_path: Path) -
         assert [s.tool for s in rows] == ["tools.deny", "tools.quote", "tools.charge"]
 
 
-async def test_retry_from_a_step_and_its_dry_run(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[quote, charge, approve]) as engine:
+async def test_retry_from_a_step_and_its_dry_run(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[quote, charge, approve]) as engine:
         assert (await engine.run(FLOW, run_id="f")).status is RunStatus.FAILED
         plan = await engine.retry_plan("f", "2")
         assert [s.tool for s in plan] == ["tools.approve", "tools.charge"]
@@ -191,8 +186,8 @@ async def flaky_charge(amount: int) -> ToolResult:
     return ToolResult.ok(amount)
 
 
-async def test_retry_of_a_fan_out_reruns_only_its_failed_members(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[flaky_charge]) as engine:
+async def test_retry_of_a_fan_out_reruns_only_its_failed_members(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[flaky_charge]) as engine:
         assert (await engine.run(FAN, run_id="fan")).status is RunStatus.FAILED
         assert CALLS == ["charge 2", "charge 3", "charge 1"]
         rows = await engine.steps("fan")
@@ -212,14 +207,10 @@ async def ask_human(call: ToolCall) -> ToolResult:
     return ToolResult.pending(PendingCompletion())
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-async def test_retry_of_a_run_cancelled_while_it_waited_waits_afresh(
-        tmp_path: Path, backend: str) -> None:
+async def test_retry_of_a_run_cancelled_while_it_waited_waits_afresh(backend_url: str) -> None:
     source = 'process p() {\n  a = await tools.ask_human({})?\n  finish a\n}'
     async with contextlib.AsyncExitStack() as stack:
-        url = (db(tmp_path) if backend == "sqlite"
-               else await stack.enter_async_context(schema_url()))
-        engine = await stack.enter_async_context(Engine(db=url, tools=[ask_human]))
+        engine = await stack.enter_async_context(Engine(db=backend_url, tools=[ask_human]))
         parked = await engine.run(source, run_id="w")
         assert parked.status is RunStatus.WAITING
         key = parked.waiting[0].key
@@ -234,8 +225,8 @@ async def test_retry_of_a_run_cancelled_while_it_waited_waits_afresh(
         assert done.status is RunStatus.FINISHED and done.result == {"yes": True}
 
 
-async def test_fork_set_takes_the_row_numbers_show_prints(tmp_path: Path) -> None:
-    async with Engine(db=db(tmp_path), tools=[quote, charge, approve]) as engine:
+async def test_fork_set_takes_the_row_numbers_show_prints(backend_url: str) -> None:
+    async with Engine(db=backend_url, tools=[quote, charge, approve]) as engine:
         DOWN["charge"] = False
         await engine.run(FLOW, run_id="orig")
         CALLS.clear()
@@ -258,11 +249,11 @@ async def hang() -> int:
     return 1
 
 
-async def test_a_cancel_reason_reaches_a_run_driven_by_another_engine(tmp_path: Path) -> None:
+async def test_a_cancel_reason_reaches_a_run_driven_by_another_engine(backend_url: str) -> None:
     HANG["started"] = asyncio.Event()
     source = 'process p() {\n  a = await tools.hang({})?\n  finish a\n}'
-    async with Engine(db=db(tmp_path), tools=[hang]) as driver, \
-            Engine(db=db(tmp_path), tools=[hang]) as operator:
+    async with Engine(db=backend_url, tools=[hang]) as driver, \
+            Engine(db=backend_url, tools=[hang]) as operator:
         driving = asyncio.create_task(driver.run(source, run_id="busy"))
         await HANG["started"].wait()
         assert await operator.cancel("busy", reason="wrong customer") is RunStatus.RUNNING
@@ -273,9 +264,9 @@ async def test_a_cancel_reason_reaches_a_run_driven_by_another_engine(tmp_path: 
         assert again.error is not None and "wrong customer" in again.error.message
 
 
-async def test_a_key_answered_without_resume_is_no_longer_shown_open(tmp_path: Path) -> None:
+async def test_a_key_answered_without_resume_is_no_longer_shown_open(backend_url: str) -> None:
     source = 'process p() {\n  a = await tools.ask_human({})?\n  finish a\n}'
-    async with Engine(db=db(tmp_path), tools=[ask_human]) as engine:
+    async with Engine(db=backend_url, tools=[ask_human]) as engine:
         key = (await engine.run(source, run_id="k")).waiting[0].key
         [(_, before)] = await engine.waiting()
         assert before.state is None and before.resolve.startswith(f"lashflow complete {key}")
@@ -287,9 +278,9 @@ async def test_a_key_answered_without_resume_is_no_longer_shown_open(tmp_path: P
         assert (await engine.resume("k")).result == {"yes": 1}
 
 
-async def test_the_same_answer_twice_is_a_duplicate_not_an_error(tmp_path: Path) -> None:
+async def test_the_same_answer_twice_is_a_duplicate_not_an_error(backend_url: str) -> None:
     source = 'process p() {\n  a = await tools.ask_human({})?\n  finish a\n}'
-    async with Engine(db=db(tmp_path), tools=[ask_human]) as engine:
+    async with Engine(db=backend_url, tools=[ask_human]) as engine:
         key = (await engine.run(source, run_id="d")).waiting[0].key
         first = await engine.deliver(key, ToolResult.ok({"yes": 1}), resume=False)
         again = await engine.deliver(key, ToolResult.ok({"yes": 1}), resume=True)

@@ -1,5 +1,5 @@
 """`recover` drives every orphaned run it can: one taken by another process between the
-listing and the claim is left to it, and the rest are still driven (issue 13 item 16)."""
+listing and the claim is left to it, and the rest are still driven."""
 
 from __future__ import annotations
 

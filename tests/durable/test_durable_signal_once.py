@@ -1,6 +1,6 @@
 """`signal_run` delivers once per sender step: a sender that crashed after delivering but
 before journaling its step sends again when resumed, and the target must not receive the
-payload twice (issue 13 item 19)."""
+payload twice."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run's stored source and input are checked against the hashes taken when it was
-created: edited in the database, they are not run from (issue 13 item 25)."""
+created: edited in the database, they are not run from."""
 
 from __future__ import annotations
 

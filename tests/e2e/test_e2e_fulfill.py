@@ -12,7 +12,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
 
 from lashflow import Engine, RunStatus, ToolResult
 from lashflow.lang import parse

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from editor_support import ROOT, VSCODE, node_tools
+from editor_support import VSCODE, node_tools
 from lash_corpus import programs
 
 from lashflow.lang import LangError

@@ -3,9 +3,8 @@
 Two families:
 
 * ``syntax_modules()``: any tree the grammar can produce (every node kind, types,
-  processes, labels), obeying only the parse-time rules of REFERENCE.md 2.4 (items
-  10/11: ``print`` outside processes, ``yield``/``wake``/``fail`` inside, ``break`` and
-  ``continue`` inside loops). Used for parse -> print -> parse.
+  processes, labels), obeying only the parse-time rules (``print`` outside processes,
+  ``yield``/``wake``/``fail`` inside, ``break`` and ``continue`` inside loops). Used for parse -> print -> parse.
 * ``runnable_programs()``: main blocks meant to get past the linker and do something:
   values come mostly from tool answers (statically ``any``), so arithmetic, indexing,
   builtins and loops reach the interpreter, where they may finish, fail at runtime or

@@ -5,7 +5,7 @@ running any tool: every effect the program asks for must be recorded, done, with
 same kind, tool and argument hash, in the order the effects were made (batch members
 may be recorded in any order among themselves), no recorded step may be left over,
 and the program must finish with the result stored on the run. It is the check that
-"every finished run's steps match the program's effect order" (SPEC 4.2).
+"every finished run's steps match the program's effect order".
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def run_cli(env: dict[str, str], *args: str, timeout: float = 60,
 
 
 def assert_clean_cli(result: subprocess.CompletedProcess[str], *, as_json: bool) -> dict | None:
-    """SPEC 6: a documented exit code, never a traceback or an internal error; with
+    """A documented exit code, never a traceback or an internal error; with
     ``--json`` exactly one JSON object on stdout."""
     assert result.returncode in (0, 1, 2, 3, 4, 5), (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout, result.stderr

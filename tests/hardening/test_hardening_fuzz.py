@@ -1,4 +1,4 @@
-"""Bad and generated input never gives anything but diagnostics (SPEC 2 item 6, 7.1).
+"""Bad and generated input never gives anything but diagnostics: no traceback, no hang.
 
 Beyond tests/lang/test_lang_fuzz.py (random text into ``check``), programs here are
 built as syntax trees by hypothesis strategies (``hardening_programs``), printed with

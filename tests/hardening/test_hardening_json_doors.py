@@ -12,7 +12,6 @@ result nested 900 deep answered 500 with a traceback in the log.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys

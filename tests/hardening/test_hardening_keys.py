@@ -1,4 +1,5 @@
-"""Completion keys under attack (SPEC 3.4), through the Engine and the CLI.
+"""Completion keys under attack (forged, truncated, re-encoded, replayed, of another run),
+through the Engine and the CLI.
 
 tests/tools/test_tools_keys.py checks ``verify_key`` alone; here the whole path is
 checked: every bad key gets the one opaque ``unknown_completion_key`` answer and

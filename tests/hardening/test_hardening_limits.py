@@ -1,4 +1,4 @@
-"""SPEC 8: every limit ends the run with ``limit_exceeded`` (parse nesting with
+"""Every limit ends the run with ``limit_exceeded`` (parse nesting with
 ``parse_error``) and a clear message, in bounded time, and a worker fed hostile process
 files keeps serving the other runs.
 

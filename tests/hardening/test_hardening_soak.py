@@ -11,7 +11,7 @@ finished. Killed during the non-idempotent tool, a run stops in needs_attention;
 operator loop (this process) retries it with ``retry_interrupted`` as an operator would
 with `lashflow resume RUN --retry-interrupted`.
 
-Then it checks (SPEC 4):
+Then it checks that nothing committed was lost and nothing ran twice:
 * ``lashflow.store.check.check_store``: outcomes, attempts 1..n without gaps, at most
   one final attempt, nothing unsettled or written after a run ended;
 * ``replay_problems`` for every run: the journal holds exactly the program's effects,
@@ -423,7 +423,7 @@ async def pay(call: ToolCall) -> ToolResult:
 
 
 def test_an_interrupted_attempt_is_journaled_as_interrupted(tmp_path: Path) -> None:
-    """SPEC 4.3 (found by the soak's checker): after `resume --retry-interrupted` the
+    """Found by the soak's checker: after `resume --retry-interrupted` the
     attempt a SIGKILL cut short shows `interrupted`, not `started` forever."""
     (tmp_path / "pay.lash").write_text("x = await tools.pay({})?\nfinish x")
     (tmp_path / "pay.py").write_text(BLOCKING)

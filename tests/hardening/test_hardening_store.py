@@ -1,4 +1,4 @@
-"""Store faults on SQLite (SPEC 4.3, 5): a locked database, a database that refuses
+"""Store faults on SQLite: a locked database, a database that refuses
 writes in the middle of a run (read-only, disk full), corrupt journal rows, a newer
 schema. In every case the answer is a clear ``db_error``-family error, nothing
 committed is lost, and the run continues once the fault is gone.

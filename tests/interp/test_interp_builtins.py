@@ -1,4 +1,4 @@
-"""Every builtin of REFERENCE.md section 6: behaviour, exact messages, arities."""
+"""Every builtin: behaviour, exact messages, arities."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""SPEC.md section 8: every limit ends the run with limit_exceeded, never a hang."""
+"""Every limit ends the run with limit_exceeded, never a hang."""
 
 import time
 

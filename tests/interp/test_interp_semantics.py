@@ -1,6 +1,5 @@
-"""Statement and expression semantics (REFERENCE.md section 4) through real programs."""
+"""Statement and expression semantics through real programs."""
 
-import math
 
 import pytest
 

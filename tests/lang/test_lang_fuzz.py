@@ -1,4 +1,4 @@
-"""No input, however broken, gives anything but diagnostics (SPEC 2 item 6).
+"""No input, however broken, gives anything but diagnostics (never a traceback or a hang).
 
 Random text, random token soup and mutated conformance programs go through ``check``;
 the only acceptable outcomes are an empty list or diagnostics with a code, a message and a

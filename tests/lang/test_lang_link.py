@@ -1,4 +1,5 @@
-"""Link errors (REFERENCE.md 7.3, SPEC 2) and what linking fills in."""
+"""Link errors (unknown names and tools, misplaced forms, static types, what lashflow does
+not support) and what linking fills in."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ CASES = [
      "object type has no field `total`"),
     # process-only forms
     ('x = wait_signal("a")', "`wait_signal` can only be used inside a process body"),
-    # static types (5.5 / SPEC 2 item 8)
+    # static types: an operator refuses operands it cannot take
     ("finish {} + 1", "operator `+` does not accept {  } and int"),
     ("finish 1 and 2", "operator `and` does not accept int and int"),
     ('finish true or "x"', "operator `or` does not accept bool and str"),
@@ -88,7 +89,7 @@ CASES = [
     ("record = {a: 1}\nrecord.b = 2", "object type has no field `b`"),
     ('r = {a: 1}\nr["b"] = 2\nx = r.b', "object type has no field `b`"),
     ("r = {a: {b: 1}}\nx = r.a.c", "object type has no field `c`"),
-    # SPEC 2 item 7
+    # forms lashflow does not support are refused by name
     ("x = triggers.register({})", "not supported by lashflow: triggers registry"),
     ("process p(t: TriggerHandle<any>) {}", "not supported by lashflow: triggers registry"),
 ]

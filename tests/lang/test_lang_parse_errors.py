@@ -1,4 +1,4 @@
-"""Parse errors: every rule of REFERENCE.md 2.4 and every message of 7.2, with the exact
+"""Parse errors: every parse-time rule and every parse error message, with the exact
 text and the 1-based line/column (in characters) the original reports."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Effect-site ids depend on the place in the tree, never on text positions (SPEC 4.2)."""
+"""Effect-site ids depend on the place in the tree, never on text positions: a
+reformatted file replays its journal."""
 
 from __future__ import annotations
 

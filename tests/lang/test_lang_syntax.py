@@ -1,4 +1,4 @@
-"""What programs mean: the AST the parser builds for each rule of REFERENCE.md 1 and 2."""
+"""What programs mean: the AST the parser builds for each rule of the grammar."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The output budget of SPEC 3.6: caps, units, directions, UTF-8 boundaries, structure, plugins."""
+"""The output budget (what of a tool's output a process and a person see): caps, units,
+directions, UTF-8 boundaries, structure, plugins."""
 
 import json
 import re

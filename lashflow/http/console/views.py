@@ -8,7 +8,6 @@ allows nothing else. Every POST needs the session cookie and the form's CSRF tok
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,8 +21,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ...errors import LashflowError
+from ...errors import LashflowError, NotFound, UnknownStep, UsageError
 from ...json_input import read_json
+from ...json_text import pretty
 from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
 from ..credentials import client_of
@@ -54,7 +54,7 @@ def _when(moment: float | None) -> str:
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    return pretty(value, sorted_lenient=True)
 
 
 def _seconds(start: float | None, end: float | None) -> str:
@@ -123,8 +123,8 @@ class Console:
             try:
                 return await handler(request)
             except LashflowError as exc:
-                return await self.message(request, exc.code, exc.message, 404 if exc.code in (
-                    "unknown_run", "unknown_step") else 400)
+                return await self.message(request, exc.code, exc.message,
+                                          404 if isinstance(exc, NotFound) else 400)
         return guarded
 
     def form(self, handler: Callable[[Request, Any], Awaitable[Response]]) -> Callable[..., Any]:
@@ -197,7 +197,7 @@ class Console:
         q = request.query_params
         status = q.get("status", "")
         if status and status not in RUN_STATUSES:
-            raise LashflowError(f"unknown status {status!r}", code="usage_error")
+            raise UsageError(f"unknown status {status!r}")
         process = q.get("process", "").strip()
         page = await self.engine.runs(status=[status] if status else None,
                                       process=process or None, limit=PAGE,
@@ -246,7 +246,7 @@ class Console:
         for view in await self.engine.steps(run_id):
             if view.step_key == step:
                 return PlainTextResponse(_pretty(view.outcome), headers=HEADERS)
-        raise LashflowError(f"run {run_id} has no step {step}", code="unknown_step")
+        raise UnknownStep(f"run {run_id} has no step {step}")
 
     async def verify(self, request: Request) -> Response:
         """The run replayed, read-only, against the latest deployed version of its
@@ -270,7 +270,7 @@ class Console:
         run_id = request.path_params["run_id"]
         overrides = _json_field(form, "set", {})
         if not isinstance(overrides, dict):
-            raise LashflowError("set: a JSON object of step key -> value", code="usage_error")
+            raise UsageError("set: a JSON object of step key -> value")
         forked = await self.engine.fork(run_id, str(form.get("step", "")), set=overrides,
                                         wait=False)
         return self.back(f"/runs/{forked.run_id}")
@@ -322,7 +322,7 @@ class Console:
         elif decision == "json":
             result = ToolResult.ok(_json_field(form, "result", None))
         else:
-            raise LashflowError("decision: approve, reject or json", code="usage_error")
+            raise UsageError("decision: approve, reject or json")
         delivery = await self.engine.deliver(key, result, background=True)
         return self.back(f"/inbox?{urlencode({'resolved': delivery.run_id})}")
 
