@@ -196,6 +196,7 @@ def render_show(display: Display, detail: Any) -> None:
 
 
 def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> None:
+    from rich import box
     from rich.table import Table
     from rich.text import Text
 
@@ -212,18 +213,61 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
                                          f"{display.when(run.created_at)}   updated "
                                          f"{display.when(run.updated_at)}"), style="dim"))
     display.console.print(Text(printable(f"input {preview(detail.input, 100)}"), style="dim"))
-    table = Table(show_edge=False, header_style="bold", pad_edge=False)
-    for name, justify in (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
-                          ("state", "left"), ("tries", "right"), ("took", "right"),
-                          ("at", "right"), ("outcome", "left")):
-        table.add_column(name, justify=justify,  # type: ignore[arg-type]  # rich wants a Literal
-                         overflow="ellipsis" if name == "outcome" else "fold",
-                         no_wrap=name in ("outcome", "step"), style="dim" if name == "#" else None)
+    width = display.console.width
+    plan = journal_widths(rows, width)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False,
+                  padding=(0, 1), collapse_padding=True)
+    for (name, justify), fixed in zip(JOURNAL_COLUMNS, plan.fixed):
+        table.add_column(name, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=True, overflow="ellipsis", min_width=fixed, max_width=fixed,
+                         style="dim" if name == "#" else None)
+    if plan.outcome:
+        table.add_column("outcome", no_wrap=True, overflow="ellipsis", max_width=plan.outcome)
     for (n, key, kind, target, state, attempts, duration, offset, text) in rows:
-        table.add_row(n, printable(key), kind, printable(target),
-                      Text(state, style=STATE_STYLE.get(state, "")), attempts, duration, offset,
-                      printable(text))
+        cells: list[Any] = [n, printable(key), kind, printable(target),
+                            Text(state, style=STATE_STYLE.get(state, "")), attempts, duration,
+                            offset]
+        if plan.outcome:
+            cells.append(printable(text))
+        table.add_row(*cells)
     display.console.print(table)
+    if not plan.outcome:  # too narrow for it beside the fixed columns: a line of its own
+        for (n, *_, text) in rows:
+            if text:
+                display.console.print(Text(f"{n:>3}  " + one_line(printable(text),
+                                                                  max(8, width - 5))),
+                                      soft_wrap=True)
+
+
+JOURNAL_COLUMNS = (("#", "right"), ("step", "left"), ("kind", "left"), ("tool", "left"),
+                   ("state", "left"), ("tries", "right"), ("took", "right"), ("at", "right"))
+GAP = 2  # between two columns
+MIN_OUTCOME = 24  # narrower than this, the outcome goes to a line of its own
+
+
+@dataclass(frozen=True)
+class JournalWidths:
+    fixed: tuple[int, ...]  # one width per JOURNAL_COLUMNS column: never wrapped
+    outcome: int  # the outcome column's width; 0: each outcome on its own line
+
+
+def journal_widths(rows: list[tuple[str, ...]], width: int) -> JournalWidths:
+    """How ``show``'s table fits ``width`` columns: the fixed columns take what their
+    contents need and never wrap; the outcome takes the rest, and below
+    ``MIN_OUTCOME`` moves to a line of its own. If even the fixed columns do not fit, the
+    tool name gives way first (to 10), then the step key (to 8), each cut with ``…``."""
+    natural = [max([len(name)] + [len(row[i]) for row in rows])
+               for i, (name, _) in enumerate(JOURNAL_COLUMNS)]
+    used = sum(natural) + GAP * (len(natural) - 1)
+    room = width - used - GAP
+    if room >= MIN_OUTCOME:
+        return JournalWidths(tuple(natural), room)
+    fixed = list(natural)
+    for column, floor in ((3, 10), (1, 8)):  # tool, then step
+        over = sum(fixed) + GAP * (len(fixed) - 1) - width
+        if over > 0:
+            fixed[column] = max(floor, fixed[column] - over)
+    return JournalWidths(tuple(fixed), 0)
 
 
 # --------------------------------------------------------------------------- list / waiting

@@ -37,6 +37,21 @@ def serve(
                                         "processes, not here."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", metavar="N",
                                               help="Runs driven at once by the worker."),
+    head_timeout: Optional[float] = typer.Option(None, "--head-timeout", metavar="SECONDS",
+                                                 min=0.1, show_default=False,
+                                                 help="Close a connection whose request line "
+                                                      "and headers are not all in within this "
+                                                      "(408; default 5)."),
+    max_connections: Optional[int] = typer.Option(None, "--max-connections", metavar="N",
+                                                  min=1, show_default=False,
+                                                  help="Connections open at once; a newer one "
+                                                       "is answered 503 and closed (default "
+                                                       "1000)."),
+    trust_proxy: Optional[str] = typer.Option(None, "--trust-proxy", metavar="ADDRESSES",
+                                              help="Reverse proxies (comma-separated "
+                                                   "addresses, * for any) whose "
+                                                   "X-Forwarded-For names the client; "
+                                                   "without it the header is ignored."),
     log_format: str = LogFormatOption,
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
@@ -57,8 +72,12 @@ def serve(
     if token is None:
         stderr(f"lashflow serve: management token {secret} (set LASHFLOW_API_TOKEN to "
                "choose one)")
+    limits = {name: value for name, value in (("head_timeout", head_timeout),
+                                              ("max_connections", max_connections))
+              if value is not None}
     config = ServeConfig(secret, processes, body_limit, drive=not no_worker,
-                         console="inbox" if inbox_only else "full")
+                         console="inbox" if inbox_only else "full",
+                         trusted_proxies=trust_proxy, **limits)
 
     def up(line: str) -> None:
         stderr(line)

@@ -49,7 +49,10 @@ class ServeConfig:
     ``console``: ``full`` (the web console at ``/``), ``inbox`` (only its inbox, and no
     management API: for the people who approve) or ``off``. ``head_timeout``: seconds a
     client has to send a request's head (line and headers) before the server answers 408
-    and closes; ``max_connections``: connections open at once (503 beyond)."""
+    and closes; ``max_connections``: connections open at once (503 beyond);
+    ``trusted_proxies``: the addresses (comma-separated, ``*`` for any) of reverse proxies
+    whose ``X-Forwarded-For`` names the client; None: the header is ignored, so a client
+    cannot pose as another (and escape its backoff for wrong tokens) by sending one."""
 
     token: str
     processes: Path | None = None
@@ -58,6 +61,7 @@ class ServeConfig:
     console: str = "full"
     head_timeout: float = DEFAULT_HEAD_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    trusted_proxies: str | None = None
 
 
 Handler = Callable[[Request], Awaitable[Response]]

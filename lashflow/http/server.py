@@ -56,7 +56,11 @@ def uvicorn_server(app: Any, host: str, port: int, config: ServeConfig) -> uvico
     within ``head_timeout`` seconds, at most ``max_connections`` are open at once."""
     return uvicorn.Server(uvicorn.Config(
         app, host=host, port=port, lifespan="off", log_level="info", server_header=False,
-        http=guarded_protocol(config.head_timeout, config.max_connections)))
+        http=guarded_protocol(config.head_timeout, config.max_connections),
+        # uvicorn believes X-Forwarded-For from loopback by default: only from the
+        # proxies the operator names, else a local client could pose as any other
+        proxy_headers=config.trusted_proxies is not None,
+        forwarded_allow_ips=config.trusted_proxies or ""))
 
 
 async def _announce_when_up(server: uvicorn.Server, announce: Callable[[str], None]) -> None:

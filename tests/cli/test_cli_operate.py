@@ -245,3 +245,11 @@ def test_show_hints_the_real_output_command_only_when_it_cut(lf: Any, tmp_path: 
     short.write_text("finish 1\n")
     assert lf("run", short, "--run-id", "s").code == 0
     assert "lashflow output" not in lf("show", "s").out
+
+
+def test_serve_takes_its_connection_limits(lf: Any) -> None:
+    shown = lf("serve", "--help", env={"COLUMNS": "200"}).out
+    for option in ("--head-timeout", "--max-connections", "--trust-proxy"):
+        assert option in shown
+    bad = lf("serve", "--max-connections", "0")
+    assert bad.code == 2

@@ -202,7 +202,7 @@ def test_live_status_and_tables_on_a_real_terminal(example: Any, cli_env: dict[s
     finally:
         os.close(master)
     assert proc.returncode == 0
-    assert "┃" in screen and "tools.file_claim" in screen and "tries" in screen
+    assert "─" in screen and "tools.file_claim" in screen and "tries" in screen  # the table
 
 
 def test_cancel_reaches_a_run_driven_by_another_process(lfx: Lfx, tmp_path: Path,

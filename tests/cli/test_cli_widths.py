@@ -77,3 +77,72 @@ def test_output_takes_the_row_number(lf: Any, tmp_path: Path) -> None:
     assert lf("output", "p", "2").out == "second\n"
     missing = lf("output", "p", "3")
     assert missing.code == 2 and "error[unknown_step]" in missing.err
+
+
+LONG_TOOL = '''
+from lashflow import tool
+
+@tool(name="request_manager_approval_for_a_large_refund")
+async def approval(n: int) -> dict:
+    return {"approved": True, "note": "fine " * 40}
+'''
+
+
+def _on_a_terminal(args: list[str], width: int, env: dict[str, str]) -> list[str]:
+    """``lashflow ARGS`` on a pseudo-terminal ``width`` columns wide: its lines, plain."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, width, 0, 0))
+    environment = dict(env, COLUMNS=str(width), LINES="50", TERM="xterm-256color")
+    environment.pop("TTY_COMPATIBLE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "lashflow", *args], stdin=follower,
+                            stdout=follower, stderr=follower, env=environment, close_fds=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the other end closed: the command exited
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode())
+    return [line for line in text.replace("\r\n", "\n").split("\n")]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 200])
+def test_show_on_a_terminal_never_wraps_its_fixed_columns(tmp_path: Path, width: int,
+                                                         cli_env: dict[str, str]) -> None:
+    """At 120 columns `kind`, `state` and `took` printed one letter per line: the
+    outcome took the width. Now each step is one line; the outcome shrinks, then moves
+    to a line of its own."""
+    (tmp_path / "long_tools.py").write_text(LONG_TOOL)
+    flow = tmp_path / "long.lash"
+    flow.write_text("a = await tools.request_manager_approval_for_a_large_refund({n: 1})?\n"
+                    "b = await tools.request_manager_approval_for_a_large_refund({n: 2})?\n"
+                    "finish 1\n")
+    ran = subprocess.run([sys.executable, "-m", "lashflow", "run", str(flow), "--tools",
+                          str(tmp_path / "long_tools.py"), "--run-id", "wide"],
+                         env=cli_env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    lines = _on_a_terminal(["show", "wide"], width, cli_env)
+    # a command to paste stays whole on its line; everything else fits
+    too_long = [line for line in lines if len(line) > width and "lashflow " not in line]
+    assert too_long == []
+    rows = [line for line in lines if line.lstrip().startswith(("1 ", "2 ")) and " tool " in line]
+    assert len(rows) == 2, lines  # one line per step, kind and state on it
+    for row in rows:
+        assert " ok " in row and " ms" in row and "+" in row
+    outcomes = [line for line in lines if '"approved":true' in line]
+    assert len(outcomes) == 2
+    beside = all(" tool " in line for line in outcomes)
+    assert beside == (width >= 200)  # beside the fixed columns only when they leave room

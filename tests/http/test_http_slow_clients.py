@@ -112,3 +112,30 @@ async def test_connections_beyond_the_cap_are_refused_at_once(tmp_path: Path) ->
         finally:
             server.should_exit = True
             await asyncio.wait_for(serving_task, GUARD)
+
+
+async def test_x_forwarded_for_counts_only_from_a_named_proxy(tmp_path: Path) -> None:
+    """uvicorn believed X-Forwarded-For from loopback by default: a local client escaped
+    its backoff for wrong tokens by naming another address each time."""
+    wrong = {"Authorization": "Bearer not-the-token-at-all"}
+    async with Engine(db=f"sqlite:///{tmp_path / 'xff.db'}") as engine:
+        for trusted, spoofed in ((None, 429), ("127.0.0.1", 401)):
+            config = ServeConfig(TOKEN, trusted_proxies=trusted)
+            server = uvicorn_server(create_app(engine, config), "127.0.0.1", 0, config)
+            serving_task = asyncio.create_task(server.serve())
+            try:
+                while not server.started:
+                    assert not serving_task.done(), serving_task
+                    await asyncio.sleep(0.01)
+                port = server.servers[0].sockets[0].getsockname()[1]
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
+                                             timeout=GUARD) as client:
+                    answers = [(await client.get(
+                        "/v1/runs", headers=dict(wrong, **{"X-Forwarded-For": f"10.9.0.{i}"})
+                    )).status_code for i in range(6)]
+                # ignored: all six are one client, held back after three misses; a named
+                # proxy's header makes them six clients, each with its misses free
+                assert answers[-1] == spoofed, answers
+            finally:
+                server.should_exit = True
+                await serving_task
