@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -72,12 +73,13 @@ def serve(
     if token is None:
         stderr(f"lashflow serve: management token {secret} (set LASHFLOW_API_TOKEN to "
                "choose one)")
-    limits = {name: value for name, value in (("head_timeout", head_timeout),
-                                              ("max_connections", max_connections))
-              if value is not None}
     config = ServeConfig(secret, processes, body_limit, drive=not no_worker,
                          console="inbox" if inbox_only else "full",
-                         trusted_proxies=trust_proxy, **limits)
+                         trusted_proxies=trust_proxy)
+    if head_timeout is not None:
+        config = replace(config, head_timeout=head_timeout)
+    if max_connections is not None:
+        config = replace(config, max_connections=max_connections)
 
     def up(line: str) -> None:
         stderr(line)

@@ -98,7 +98,7 @@ class Reads:
         now = self.clock.now()
         return RunPage([self._summary(row, now) for row in page.runs], page.next_cursor)
 
-    async def schedule_runs(self, name: str, limit: int) -> list[RunSummary]:
+    async def schedule_runs(self, name: str, limit: int) -> builtins.list[RunSummary]:
         """The runs a schedule started (ids ``name@...``), newest first."""
         now = self.clock.now()
         return [self._summary(row, now) for row in await self.store.schedule_runs(name, limit)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..errors import UnknownSchedule
 from ..schedules.spec import ScheduleSpec, parse_moment
 from .outcome import RunSummary
 from .schedules import BackfillReport, ScheduleInfo, Scheduler, spec_from_options
@@ -94,8 +95,10 @@ class Schedules:
         if source_or_path is not None or process is not None or input is not None:
             source = source_or_path if source_or_path is not None else info.file
             if source is None:
-                source = await self._engine.store.get_source(
-                    (await self._engine.store.get_schedule(name)).definition["source_hash"])  # type: ignore[union-attr]
+                row = await self._engine.store.get_schedule(name)
+                if row is None:
+                    raise UnknownSchedule(f"no schedule named {name!r}", schedule=name)
+                source = await self._engine.store.get_source(row.definition["source_hash"])
             target = await self._target(source, process if process is not None else info.process,
                                         input if input is not None else info.input)
         await self.scheduler.update(name, spec, target)

@@ -85,41 +85,41 @@ class ScheduleStore:
     """The schedule methods of ``CoreStore`` (mixed in): each one program or statement."""
 
     async def get_schedule(self, name: str) -> ScheduleRow | None:
-        return await self._read(get_schedule, name)  # type: ignore[attr-defined, no-any-return]
+        return await self._read(get_schedule, name)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def list_schedules(self) -> list[ScheduleRow]:
-        return await self._read(list_schedules, scan=True)  # type: ignore[attr-defined, no-any-return]
+        return await self._read(list_schedules, scan=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def due_schedules(self, now: float, limit: int = 500) -> list[ScheduleRow]:
         """Unpaused schedules due at ``now``, most overdue first."""
-        return await self._read(due_schedules, float(now), limit, scan=True)  # type: ignore[attr-defined, no-any-return]
+        return await self._read(due_schedules, float(now), limit, scan=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def swap_schedule(self, row: ScheduleRow, expected: int | None,
                             runs: Collection[RunRecord] = ()) -> bool:
-        return bool(await self._write(swap_schedule, row, expected, list(runs)))  # type: ignore[attr-defined]
+        return bool(await self._write(swap_schedule, row, expected, list(runs)))  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def swap_schedules(self, batch: Collection[tuple[ScheduleRow, int, list[RunRecord]]]
                              ) -> list[bool]:
         if not batch:
             return []
-        return list(await self._write(swap_schedules, list(batch)))  # type: ignore[attr-defined]
+        return list(await self._write(swap_schedules, list(batch)))  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def next_due_at(self) -> float | None:
         """The earliest ``due_at`` of the unpaused schedules (when the next pass has work)."""
-        return await self._read(one, "next_due_at")  # type: ignore[attr-defined, no-any-return]
+        return await self._read(one, "next_due_at")  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def delete_schedule(self, name: str) -> bool:
         """Delete the schedule (its runs stay); False if there was none."""
-        return bool(await self._write(one, "delete_schedule", name, atomic=False))  # type: ignore[attr-defined]
+        return bool(await self._write(one, "delete_schedule", name, atomic=False))  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def schedule_runs(self, name: str, limit: int = 20) -> list[RunSummary]:
-        return await self._read(schedule_runs, name, limit, scan=True)  # type: ignore[attr-defined, no-any-return]
+        return await self._read(schedule_runs, name, limit, scan=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def run_statuses(self, run_ids: Collection[str]) -> dict[str, str]:
         """The status of each of ``run_ids`` that exists."""
         if not run_ids:
             return {}
-        return await self._read(run_statuses, list(run_ids), scan=True)  # type: ignore[attr-defined, no-any-return]
+        return await self._read(run_statuses, list(run_ids), scan=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
 
 __all__ = ["SCHEDULE_COLUMNS", "ScheduleRow", "ScheduleStore", "schedule_from_row"]
