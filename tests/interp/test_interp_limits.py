@@ -19,10 +19,10 @@ async def limited(source, limits, tools=None):
 
 
 async def test_endless_loop_ends_with_default_limit():
-    started = time.perf_counter()
+    started = time.process_time()  # CPU seconds: a busy machine does not inflate them
     message = await limited("while true {}", Limits())
     assert "10000000 interpreter steps" in message
-    assert time.perf_counter() - started < 30
+    assert time.process_time() - started < 30
 
 
 @pytest.mark.parametrize("source", [
