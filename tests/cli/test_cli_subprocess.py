@@ -229,7 +229,8 @@ def test_cancel_reaches_a_run_driven_by_another_process(lfx: Lfx, tmp_path: Path
     assert runner.returncode == 4, err
     assert json.loads(out)["status"] == "cancelled"
     [step] = lfx("show", "slow-1", "--json").json["steps"]
-    assert step["state"] == "cancelled" and step["duration"] < 30
+    assert step["state"] == "cancelled"
+    assert step["duration"] < 60, "the attempt waited out its nap instead of being cancelled"
 
 
 def test_needs_attention_after_a_kill_then_retry_interrupted(lfx: Lfx, tmp_path: Path,

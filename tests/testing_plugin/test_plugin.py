@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from plugin_support import ENTRY_POINT, FLOW, TOOLS, inner
+from plugin_support import FLOW, TOOLS, inner
 
 pytest_plugins = ["pytester"]
 
@@ -96,8 +96,6 @@ def test_the_marker_sets_the_start_and_refuses_unknown_options(project: pytest.P
     result.stdout.fnmatch_lines(["*@pytest.mark.lashflow: unknown option(s) colour*"])
 
 
-@pytest.mark.skipif(not ENTRY_POINT, reason="lashflow was installed before its pytest11 entry "
-                    "point existed: `pip install -e .` again")
 def test_without_the_plugin_there_is_no_fixture(project: pytest.Pytester) -> None:
     project.makepyfile(test_flow="def test_x(lashflow_env):\n    pass\n")
     result = inner(project, "-p", "no:lashflow")
