@@ -33,7 +33,6 @@ from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCance
 from .events import Events
 from .host import DurableHost
 from .journal import DriveFlags, RunJournal
-from .order import check_sequence
 from .outcome import RunOutcome, Wait
 from .ports import Family
 from .programs import Compiled, Programs, source_digest
@@ -332,7 +331,6 @@ class Driver:
             if not fresh:  # a run created a moment ago under our lease has no journal yet
                 steps, attempts = await self.store.load_journal(run.run_id)
                 check_journal(run.run_id, steps)
-                check_sequence(run.run_id, steps, run.meta)
         except JournalCorrupt as exc:
             if not drive.flags.cancel_requested:
                 return await self._journal_corrupt(drive, exc)

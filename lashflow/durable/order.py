@@ -5,9 +5,8 @@ the members of a batch together under their first member, in index order). ``for
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from ..errors import JournalCorrupt
 from ..store import StepRecord
 
 
@@ -32,27 +31,6 @@ def succeeded(step: StepRecord) -> bool:
                 and step.outcome.get("status") != "ok")
 
 
-def check_sequence(run_id: str, steps: Sequence[StepRecord], meta: dict[str, Any]) -> None:
-    """A run's steps are numbered 1, 2, 3... as they are recorded, so a number missing
-    between two recorded steps is a row deleted from the journal: ``JournalCorrupt``,
-    never a step to run again. Only a fan-out member's row can go missing honestly (a
-    crash while its batch ran; the members on either side of it are then members too),
-    and retried or forked runs number with gaps of their own, so they are not checked."""
-    if meta.get("retries") or meta.get("forked_from"):
-        return
-    by_seq = {step.seq: step for step in steps}
-    for seq in range(1, max(by_seq, default=0)):
-        if seq in by_seq:
-            continue
-        around = [by_seq.get(seq - 1), by_seq.get(seq + 1)]
-        if any(step is not None and batch_of(step) is not None for step in around):
-            continue
-        after = next(by_seq[n] for n in range(seq + 1, max(by_seq) + 1) if n in by_seq)
-        raise JournalCorrupt.of(run_id, after.step_key, f"the step recorded before it "
-                                f"(number {seq}) is missing from the journal (deleted "
-                                "in the database?)")
-
-
 def display_order(steps: Sequence[StepRecord]) -> list[StepRecord]:
     """The steps by sequence number, each batch's members together at the place of the
     first of them to be recorded, ordered by their index in the batch."""
@@ -73,4 +51,4 @@ def display_order(steps: Sequence[StepRecord]) -> list[StepRecord]:
     return ordered
 
 
-__all__ = ["batch_of", "check_sequence", "display_order", "member_index", "succeeded"]
+__all__ = ["batch_of", "display_order", "member_index", "succeeded"]

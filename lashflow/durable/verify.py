@@ -31,7 +31,6 @@ from ..interp.limits import Limits
 from ..interp.schema import first_failure
 from ..interp.values import from_json, to_json
 from ..store.base import AttemptRecord, RunRecord, StepRecord
-from .order import check_sequence
 from .programs import Compiled
 from .replay import FAIL, MISMATCH, REPLAY, Decision, ReplayMachine, check_journal
 
@@ -274,7 +273,6 @@ def verify_run(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRe
 
     try:
         check_journal(run.run_id, steps)
-        check_sequence(run.run_id, steps, run.meta)
     except LashflowError as exc:
         return unknown(f"its journal cannot be trusted: {exc.message}")
     if run.process is not None and compiled.module.process(run.process) is None:

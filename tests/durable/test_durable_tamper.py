@@ -69,12 +69,12 @@ process s(n: int) {
 
 @pytest.mark.parametrize("edit", [
     "UPDATE steps SET status = 'started' WHERE seq = 1",
-    "DELETE FROM steps WHERE seq = 2",
 ])
-async def test_an_edited_or_deleted_step_row_is_corruption_not_run_again(
+async def test_an_edited_step_row_is_corruption_not_run_again(
         tmp_path: Path, edit: str) -> None:
-    """A step row set back from done to started, or deleted outside a fan-out, would have
-    made the call run again; the journal is refused instead."""
+    """A step row set back from done to started would have made the call run again; the
+    journal is refused instead. (A deleted row is not detected: a crash while a batch
+    runs leaves gaps in the step numbers too, so a gap proves nothing.)"""
     CALLS.clear()
     db = tmp_path / "s.db"
     async with Engine(db=f"sqlite:///{db}", tools=[wait_here, count]) as engine:
