@@ -9,6 +9,7 @@ import random
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -63,27 +64,36 @@ def analysis_answer(a: Analysis) -> tuple | None:  # type: ignore[type-arg]
     return None if p is None else (p.code, p.message, p.start, p.end, p.hint)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_random_edits_give_check_s_answer(seed: int) -> None:
-    rnd = random.Random(seed)
-    base = program(6)
+def random_edits(rnd: random.Random, base: str, where: Callable[[str], int],
+                 reset: float) -> Analysis:
+    """200 random edits at ``where(text)``, each compared with ``check`` on the whole text;
+    now and then the text goes back to ``base``. The analysis, for its fast-path count."""
     text = base
     analysis = Analysis(text, CATALOG)
     for _ in range(200):
-        if rnd.random() < 0.75:  # mostly where people type: inside a process body
-            anchor = text.find("  total = 0", rnd.randrange(max(1, len(text) // 2)))
-            pos = max(0, min(len(text) - 1, anchor + rnd.randrange(-30, 300)))
-        else:
-            pos = rnd.randrange(len(text))
+        pos = where(text)
         if rnd.random() < 0.6:
             text = text[:pos] + rnd.choice(SNIPPETS) + text[pos:]
         else:
             text = text[:pos] + text[pos + rnd.randint(1, 6):]
-        if rnd.random() < 0.08:
+        if rnd.random() < reset:
             text = base
         analysis.update(text)
         assert analysis_answer(analysis) == answer(check(text, CATALOG)), text
-    assert analysis.fast_edits > 10
+    return analysis
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_edits_give_check_s_answer(seed: int) -> None:
+    rnd = random.Random(seed)
+
+    def where(text: str) -> int:
+        if rnd.random() < 0.75:  # mostly where people type: inside a process body
+            anchor = text.find("  total = 0", rnd.randrange(max(1, len(text) // 2)))
+            return max(0, min(len(text) - 1, anchor + rnd.randrange(-30, 300)))
+        return rnd.randrange(len(text))
+
+    assert random_edits(rnd, program(6), where, 0.08).fast_edits > 10
 
 
 MAIN = ["total = 0", "for i in range(3) { total = total + i }", 'label = total > 1 ? "a" : "b"',
@@ -94,22 +104,14 @@ MAIN = ["total = 0", "for i in range(3) { total = total + i }", 'label = total >
 @pytest.mark.parametrize("seed", range(4))
 def test_random_edits_in_the_main_block_give_check_s_answer(seed: int) -> None:
     rnd = random.Random(100 + seed)
-    base = program(3) + "\n".join(MAIN * 3) + "\n"
-    text = base
-    analysis = Analysis(text, CATALOG)
-    for _ in range(200):
+
+    def where(text: str) -> int:  # in the main block, or just before it
         main_at = text.rfind("}\n# step") + 1
         main_at = text.find("\n}\n", main_at) + 3 if main_at > 0 else 0
-        pos = rnd.randrange(max(0, main_at - 20), len(text))
-        if rnd.random() < 0.6:
-            text = text[:pos] + rnd.choice(SNIPPETS) + text[pos:]
-        else:
-            text = text[:pos] + text[pos + rnd.randint(1, 6):]
-        if rnd.random() < 0.05:
-            text = base
-        analysis.update(text)
-        assert analysis_answer(analysis) == answer(check(text, CATALOG)), text
-    assert analysis.fast_edits > 25
+        return rnd.randrange(max(0, main_at - 20), len(text))
+
+    base = program(3) + "\n".join(MAIN * 3) + "\n"
+    assert random_edits(rnd, base, where, 0.05).fast_edits > 25
 
 
 def test_typing_in_the_main_block_takes_the_tail_path() -> None:
