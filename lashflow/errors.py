@@ -90,6 +90,12 @@ class RunSettled(LashflowError):
     code = "run_settled"
 
 
+class RunPaused(LashflowError):
+    """An operator paused the run: nothing drives it until it is unpaused."""
+
+    code = "run_paused"
+
+
 class Fenced(LashflowError):
     """The run's lease moved to another worker: this worker must stop driving it."""
 

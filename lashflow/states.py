@@ -14,7 +14,9 @@ class RunStatus(str, enum.Enum):
     drives it, ``waiting`` while it is parked on something outside (a completion key, a
     timer, a signal, a child run) and ends ``finished``, ``failed`` or ``cancelled``.
     ``needs_attention`` means lashflow stopped it on purpose: an operator must look
-    (a replay mismatch, an interrupted non-idempotent call, a corrupt journal row)."""
+    (a replay mismatch, an interrupted non-idempotent call, a corrupt journal row).
+    ``paused``: an operator (or a retry policy that ran out) stopped it; no worker takes
+    it until it is unpaused (it then goes back to the queue and replays to where it was)."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -23,6 +25,7 @@ class RunStatus(str, enum.Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     NEEDS_ATTENTION = "needs_attention"
+    PAUSED = "paused"
 
     def __str__(self) -> str:
         return self.value
@@ -37,11 +40,18 @@ RUN_STATUSES: tuple[str, ...] = tuple(status.value for status in RunStatus)
 SETTLED = frozenset({"finished", "failed", "cancelled"})
 """Ended: the run never moves again on its own (an operator may retry or fork it)."""
 
-STOPPED = SETTLED | {"needs_attention"}
+STOPPED = SETTLED | {"needs_attention", "paused"}
 """Nothing will move the run on without an operator: settled, or needing attention."""
 
 ACTIVE = frozenset({"queued", "running"})
 """A worker should be driving these; with no live lease owner they are orphaned."""
+
+PAUSABLE = frozenset({"queued", "running", "waiting"})
+"""What ``pause`` stops: runs that would move on by themselves."""
+
+KEPT_PAUSED = ("queued", "running", "waiting")
+"""A drive's run change to one of these leaves a paused run paused (the drive was under
+way when the pause landed: its attempts are recorded, its status stays ``paused``)."""
 
 
 class StepStatus(str, enum.Enum):
@@ -81,6 +91,6 @@ class AttemptStatus(str, enum.Enum):
 FINAL_ATTEMPT_STATUSES = frozenset({"ok", "err", "cancelled", "exhausted"})
 
 __all__ = [
-    "ACTIVE", "AttemptStatus", "FINAL_ATTEMPT_STATUSES", "RUN_STATUSES", "RunStatus", "SETTLED",
+    "ACTIVE", "KEPT_PAUSED", "PAUSABLE", "AttemptStatus", "FINAL_ATTEMPT_STATUSES", "RUN_STATUSES", "RunStatus", "SETTLED",
     "STEP_STATUSES", "STOPPED", "StepStatus",
 ]

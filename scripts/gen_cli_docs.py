@@ -25,7 +25,7 @@ Conventions shared by every command:
 
 - **Exit codes** of `run`, `resume` and `complete --resume`: `0` finished, `1` failed,
   `2` rejected (nothing ran: a usage, parse, link, input, lookup or database error),
-  `3` waiting, `4` cancelled, `5` needs attention. Other commands exit `0` or `2`.
+  `3` waiting, `4` cancelled, `5` needs attention, `6` paused. Other commands exit `0` or `2`.
   `70` is a bug in lashflow (`error[internal_error]`), `130` an interrupt (Ctrl-C).
 - **Errors** are one line on stderr, `error[code]: message`, plus the source line and a
   caret for parse and link errors. Never a traceback (`LASHFLOW_DEBUG=1` shows one for

@@ -8,7 +8,7 @@ from typing import Callable
 import typer
 
 from .. import __version__
-from . import operate, reads, run, schedule, serve, tooling, versions
+from . import operate, reads, repair, run, schedule, serve, tooling, versions
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -18,7 +18,7 @@ app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
                   help="lashflow: durable workflows written in Lashlang.\n\n"
                        "Exit codes of run/resume: 0 finished, 1 failed, 2 rejected (nothing ran: "
                        "bad file, input, key, database...), 3 waiting, 4 cancelled, "
-                       "5 needs attention. Add --json to any command for one JSON object.")
+                       "5 needs attention, 6 paused. Add --json to any command for one JSON object.")
 
 
 def _version(value: bool) -> None:
@@ -43,6 +43,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, run.fork), (None, run.recover), (None, run.worker),
     (None, tooling.check), (None, tooling.fmt), (None, tooling.lsp), (None, tooling.graph),
     (None, operate.complete), (None, operate.signal), (None, operate.cancel),
+    (None, repair.pause), (None, repair.unpause),
     ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
     (None, operate.gc), (None, serve.serve),
     (None, versions.verify), (None, versions.diff), (None, versions.export),

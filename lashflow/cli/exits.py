@@ -20,7 +20,7 @@ from .output import dumps, stderr, stdout
 T = TypeVar("T")
 
 EXIT_BY_STATUS = {"finished": 0, "failed": 1, "waiting": 3, "cancelled": 4, "needs_attention": 5,
-                  "queued": 0, "running": 0}
+                  "paused": 6, "queued": 0, "running": 0}
 EXIT_REJECTED = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in lashflow, not a mistake of the user
 EXIT_INTERRUPTED = 130

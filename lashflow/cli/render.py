@@ -21,9 +21,9 @@ from .output import dumps, is_terminal, printable, stderr, stdout
 
 STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "magenta", "waiting": "yellow",
                 "running": "cyan", "queued": "blue", "needs_attention": "bold red",
-                "rejected": "red"}
+                "paused": "bold yellow", "rejected": "red"}
 STATUS_MARK = {"finished": "✔", "failed": "✘", "cancelled": "⊘", "waiting": "⏸", "running": "▶",
-               "queued": "…", "needs_attention": "⚠"}
+               "queued": "…", "needs_attention": "⚠", "paused": "‖"}
 STATE_STYLE = {"ok": "green", "done": "green", "err": "red", "failed": "red", "exhausted": "red",
                "cancelled": "magenta", "pending": "yellow", "waiting": "yellow",
                "started": "cyan", "interrupted": "bold red"}
@@ -105,6 +105,9 @@ def render_outcome(display: Display, outcome: Any, elapsed: float | None = None)
             display.line(result_text(outcome.result))
     if outcome.error is not None:
         stderr(run_error_text(outcome.error, display.inv.run_source))
+    if getattr(outcome, "paused", None):
+        display.line(paused_text(outcome.paused, display.when)
+                     + f"; `lashflow unpause {quote(outcome.run_id)}` continues it")
     render_waits(display, outcome.waiting)
 
 
@@ -183,6 +186,9 @@ def render_show(display: Display, detail: Any) -> None:
         display.line(f"print: {text}")
     for sent in detail.pending_signals:
         display.line(f"signal not taken yet: {sent['name']} {preview(sent['payload'], 80)}")
+    if run.paused:
+        display.line(paused_text(run.paused, display.when),
+                     style=STATUS_STYLE["paused"] if display.rich else None)
     if run.status.value == "finished":
         display.line("result: " + result_text(detail.result))
     if run.error is not None and run.error != detail.journal_error:
@@ -319,9 +325,18 @@ def process_text(run: Any, main: str = "(main)") -> str:
     return (run.process or main) + (f" v{version}" if version is not None else "")
 
 
+def paused_text(paused: dict[str, Any], when: Callable[[float | None], str]) -> str:
+    """Who paused a run, when and why: ``paused by ann@box at 2026-12-04 10:00: why``."""
+    by = f" by {paused['by']}" if paused.get("by") else ""
+    why = f": {paused['reason']}" if paused.get("reason") else ""
+    return f"paused{by} at {when(paused.get('at'))}{why}"
+
+
 def run_info(run: Any, when: Callable[[float | None], str]) -> str:
     """A summary's one-line info: its error, what it waits on, its parent, its note."""
     parts = []
+    if getattr(run, "paused", None):
+        parts.append(paused_text(run.paused, when))
     if run.error is not None:
         parts.append(f"error[{run.error.code}]: {run.error.message}")
     if run.waiting:

@@ -1,8 +1,9 @@
-"""Cancels requested from other processes reach the runs this process drives.
+"""Cancels and pauses requested from other processes reach the runs this process drives.
 
-A cancel from the same process reaches its drive at once (``Commands.cancel``); one from
-another process is only a flag on the run's row, so while anything is being driven here
-a watcher asks the store, every ``poll`` seconds, which of exactly those runs have one.
+A cancel or pause from the same process reaches its drive at once (``Commands``); one
+from another process is only written on the run's row, so while anything is being driven
+here a watcher asks the store, every ``poll`` seconds, which of exactly those runs were
+asked to stop (one query for both).
 """
 
 from __future__ import annotations
@@ -39,13 +40,17 @@ class CancelWatcher:
             if not ids:
                 continue
             try:
-                requested = await self.store.cancel_requests(ids)
+                requested = await self.store.stop_requests(ids)
             except LashflowError:
                 continue  # a busy or failing store: look again next time
-            for run_id in requested:
+            for run_id, how in requested.items():
                 drive = self.active.get(run_id)
-                if drive is not None:
+                if drive is None:
+                    continue
+                if how == "cancel":
                     drive.flags.request_cancel()
+                else:  # its attempts in flight finish and are recorded; then it stops
+                    drive.flags.pause_requested = True
 
 
 __all__ = ["CANCEL_POLL", "CancelWatcher"]

@@ -104,6 +104,9 @@ class Commands:
             await self.store.update_meta(run_id,
                                          lambda meta: meta.__setitem__("cancel_reason", reason))
         await self.store.request_cancel(run_id)
+        if run.status == "paused":  # the cancel must be settled by a drive: queue it
+            await self.store.unpause_runs([run_id], self.clock.now())
+            run.status = "queued"
         active = self.driver.active(run_id)
         if active is not None:  # driven here right now: it stops at its next effect
             active.flags.cancel_reason = reason

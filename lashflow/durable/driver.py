@@ -18,17 +18,19 @@ from dataclasses import dataclass, field
 from shlex import quote
 from typing import Any, AsyncIterator
 
-from ..errors import DbError, Fenced, JournalCorrupt, LashflowError, LimitExceeded, MissingTools, RunBusy
+from ..errors import (DbError, Fenced, JournalCorrupt, LashflowError, LimitExceeded, MissingTools,
+                      RunBusy, RunPaused)
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
 from ..interp.values import from_json, to_json
-from ..states import SETTLED
+from ..states import KEPT_PAUSED, SETTLED
 from ..store import Commit, RunChange, RunRecord, Store
 from ..telemetry import Telemetry
 from ..tools.clock import Clock
 from .canonical import digest
 from .cancels import CancelWatcher
+from .pauses import paused_message
 from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
 from .events import Events
 from .host import DurableHost
@@ -224,6 +226,8 @@ class Driver:
             known = await self.reads.require(run_id)  # raises UnknownRun if there is none
             if known.status in SETTLED:
                 return await self.reads.get(run_id)
+            if known.status == "paused":
+                raise RunPaused(paused_message(known))
             raise RunBusy(f"run {run_id} is being driven by another worker")
         run, generation = claimed.run, claimed.run.generation
         if (self.telemetry is not None and self.telemetry.metrics is not None
@@ -404,6 +408,8 @@ class Driver:
         host.journal.notify_steps(steps)
         run.status, run.result, run.error, run.waiting = (change.status, change.result,
                                                           change.error, change.waiting)
+        if drive.flags.pause_requested and change.status in KEPT_PAUSED:
+            run.status = (await self.reads.require(run.run_id)).status  # paused, or not now
         outcome = self.reads.outcome_of(run, prints=host.prints.texts(run.run_id))
         if change.status in SETTLED and run.parent_run_id:
             assert self.family is not None

@@ -30,6 +30,7 @@ from .commands import Commands, Delivery
 from .driver import Driver
 from . import export as exported
 from .events import Events, Listener
+from .pauses import Pauses
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of
@@ -101,6 +102,7 @@ class Engine:
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
+        self.pauses = Pauses(self.store, self.clock, self.reads, self.driver.active)
         self.verifier = Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
         self.deployments = Versions(self.store, self.tools, self.programs, self.reads,
                                     self.verifier, self.clock)
@@ -406,6 +408,18 @@ class Engine:
         """A parked run settles ``cancelled`` at once; a running one at its next effect.
         ``reason`` is kept in the run's error message. A settled run is left as it is."""
         return await self.commands.cancel(run_id, reason)
+
+    async def pause(self, run_id: str, reason: str | None = None, *,
+                    by: str | None = None) -> RunStatus:
+        """Pause a queued, running or waiting run: no worker takes it until ``unpause``;
+        an attempt in flight finishes and is recorded, waits keep their deadlines (one
+        that passes meanwhile is met on unpause). ``by`` (default ``user@host``) and
+        ``reason`` are kept and shown. A paused run is left as it is."""
+        return await self.pauses.pause(run_id, reason, by=by)
+
+    async def unpause(self, run_id: str) -> RunStatus:
+        """Put a paused run back in the queue: a worker replays it to where it stood."""
+        return await self.pauses.unpause(run_id)
 
     # -- inspection ----------------------------------------------------------------------
     async def get(self, run_id: str) -> RunOutcome:

@@ -65,6 +65,8 @@ class DurableHost:
 
     def _check_cancel(self) -> None:
         flags = self.flags
+        if flags.pause_requested and not flags.cancel_requested:
+            raise Drained("the run was paused")
         if flags.drain_requested and not flags.cancel_requested:
             raise Drained("the worker is shutting down")
         if flags.cancel_requested:

@@ -22,6 +22,7 @@ class DriveFlags:
 
     cancel_requested: bool = False
     drain_requested: bool = False
+    pause_requested: bool = False  # an operator paused the run: stop at the next effect
     retry_interrupted: bool = False
     cancel_reason: str | None = None
     cancel_signal: CancelSignal = field(default_factory=CancelSignal)

@@ -76,9 +76,12 @@ class RunOutcome:
     error: RunError | None = None
     waiting: list[Wait] = field(default_factory=list)
     prints: list[str] = field(default_factory=list)
+    paused: dict[str, Any] | None = None  # who paused it, when and why (a paused run)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"run_id": self.run_id, "status": self.status.value}
+        if self.paused is not None:
+            data["paused"] = dict(self.paused)
         if self.status is RunStatus.FINISHED:
             data["result"] = self.result
         if self.error is not None:
@@ -188,6 +191,8 @@ class RunSummary:
     owner_gone: bool = False
     note: str | None = None
     version: int | None = None  # the deployed version it runs, if started by name
+    # a paused run: {"by", "at", "reason"?, "was"} (who paused it, when, why, from what)
+    paused: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -204,6 +209,8 @@ class RunSummary:
             data["cancel_requested"] = True
         if self.owner_gone:
             data["owner_gone"] = True
+        if self.paused is not None:
+            data["paused"] = dict(self.paused)
         return data
 
 

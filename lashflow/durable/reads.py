@@ -64,8 +64,10 @@ class Reads:
             run_id=run.run_id, status=RunStatus(run.status),
             result=run.result if run.status == "finished" else None,
             error=RunError.from_json(run.error),
-            waiting=[Wait.from_json(w) for w in run.waiting] if run.status == "waiting" else [],
-            prints=list(prints or ()))
+            waiting=[Wait.from_json(w) for w in run.waiting]
+            if run.status in ("waiting", "paused") else [],
+            prints=list(prints or ()),
+            paused=run.meta.get("paused") if run.status == "paused" else None)
 
     async def get(self, run_id: str) -> RunOutcome:
         run = await self.require(run_id)
@@ -144,11 +146,13 @@ class Reads:
             and may_claim(row.lease_owner, row.lease_expires, None, now)
         note = row.meta.get("note") if isinstance(row, RunRecord) else row.note
         version = row.meta.get("version") if isinstance(row, RunRecord) else row.version
+        paused = row.meta.get("paused") if isinstance(row, RunRecord) else row.paused
+        parked = status is RunStatus.WAITING or status is RunStatus.PAUSED
         return RunSummary(
             row.run_id, row.process, status, row.parent_run_id, row.created_at, row.updated_at,
-            [Wait.from_json(w) for w in row.waiting] if status is RunStatus.WAITING else [],
+            [Wait.from_json(w) for w in row.waiting] if parked else [],
             RunError.from_json(row.error), row.wake_at, row.cancel_requested, row.lease_owner,
-            owner_gone, note, version)
+            owner_gone, note, version, paused if status is RunStatus.PAUSED else None)
 
     # -- the journal -------------------------------------------------------------------------
     async def steps(self, run_id: str) -> builtins.list[StepView]:

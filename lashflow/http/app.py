@@ -31,7 +31,7 @@ from .connections import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 from .credentials import check_token, client_of
 from .errors import HttpError, error_response
 from .headers import AnswerHeaders
-from .models import CancelBody, CompletionBody, SignalBody, StartRun
+from .models import CancelBody, CompletionBody, RunPauseBody, SignalBody, StartRun
 from .openapi import openapi_document
 from .schedules import ScheduleRoutes
 from .throttle import Throttle
@@ -81,6 +81,8 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/v1/runs/{run_id}/signals/{name}", api.signal, ["POST"]),
         ("/v1/runs/{run_id}/cancel", api.cancel, ["POST"]),
         ("/v1/runs/{run_id}/retry", api.retry, ["POST"]),
+        ("/v1/runs/{run_id}/pause", api.pause, ["POST"]),
+        ("/v1/runs/{run_id}/unpause", api.unpause, ["POST"]),
         ("/v1/waiting", api.waiting, ["GET"]),
         ("/metrics", api.metrics, ["GET"]),
         *ScheduleRoutes(engine, api.body, api._process_file).routes(),
@@ -287,6 +289,20 @@ class _Api:
         outcome = await self.engine.retry(run_id, wait=not self.config.drive)
         return JSONResponse({"run_id": run_id, "status": outcome.status.value},
                             status_code=202)
+
+    async def pause(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        body: RunPauseBody = await self.body(request, RunPauseBody, empty_ok=True)
+        status = await self.engine.pause(run_id, body.reason,
+                                         by=body.by or f"api ({client_of(request)})")
+        return JSONResponse({"run_id": run_id, "status": status.value})
+
+    async def unpause(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        status = await self.engine.unpause(run_id)
+        if self.config.drive:
+            await self.engine.drive_soon(run_id)
+        return JSONResponse({"run_id": run_id, "status": status.value})
 
     async def waiting(self, request: Request) -> Response:
         waits = await self.engine.waiting()

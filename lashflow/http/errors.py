@@ -20,6 +20,7 @@ STATUS_BY_CODE = {
     "run_conflict": 409,
     "run_busy": 409,
     "run_settled": 409,
+    "run_paused": 409,
     "run_not_retryable": 409,
     "completion_expired": 410,
     "body_too_large": 413,

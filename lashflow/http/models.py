@@ -55,6 +55,12 @@ class CancelBody(_Body):
     reason: str | None = None
 
 
+class RunPauseBody(_Body):
+    reason: str | None = Field(None, description="Why: kept on the run and shown.")
+    by: str | None = Field(None, description="Who pauses it, as shown (default: "
+                           "\"api\" and the caller's address).")
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str
@@ -163,7 +169,7 @@ class HealthAnswer(_Answer):
 
 
 __all__ = ["CancelAnswer", "CancelBody", "CompletionAnswer", "CompletionBody",
-           "CompletionInfo", "ErrorBody", "ErrorDetail", "HealthAnswer", "RunAnswer", "RunPage",
+           "CompletionInfo", "ErrorBody", "RunPauseBody", "ErrorDetail", "HealthAnswer", "RunAnswer", "RunPage",
            "RunStatusAnswer", "RunSummary", "SignalAnswer", "SignalBody",
            "StartRun", "StepInfo", "StepOutputAnswer", "StepsAnswer", "WaitingAnswer",
            "WaitingItem"]

@@ -13,7 +13,7 @@ from .. import __version__
 from . import models, schedules
 
 _BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.CancelBody,
-           models.ErrorBody, *schedules.BODIES)
+           models.RunPauseBody, models.ErrorBody, *schedules.BODIES)
 _ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
             models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
             models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
@@ -47,7 +47,7 @@ def _op(summary: str, answer: str, *, body: str | None = None, token: bool = Tru
     }
     if body is not None:
         operation["requestBody"] = {"required": body not in ("CancelBody", "SignalBody",
-                                                             "PauseBody"),
+                                                             "PauseBody", "RunPauseBody"),
                                     "content": {"application/json": {"schema": _ref(body)}}}
     operation["security"] = [{"bearer": []}] if token else []
     return operation
@@ -94,6 +94,11 @@ def openapi_document() -> dict[str, Any]:
                                                      body="CancelBody", params=run)},
             "/v1/runs/{run_id}/retry": {"post": _op("Retry a stopped run", "RunStatusAnswer",
                                                     params=run, ok=202)},
+            "/v1/runs/{run_id}/pause": {"post": _op(
+                "Pause a run: no worker takes it until it is unpaused", "RunStatusAnswer",
+                body="RunPauseBody", params=run)},
+            "/v1/runs/{run_id}/unpause": {"post": _op(
+                "Put a paused run back in the queue", "RunStatusAnswer", params=run)},
             "/v1/waiting": {"get": _op("Every open wait with the command that resolves it",
                                        "WaitingAnswer")},
             "/metrics": {"get": _op("Prometheus text: runs by status, open waits, steps, "

@@ -169,6 +169,7 @@ class RunSummary:
     lease_expires: float = 0.0
     note: str | None = None
     version: int | None = None  # the deployed version it runs (ADR 0026)
+    paused: dict[str, Any] | None = None  # who paused it, when and why (ADR 0032)
 
 
 @dataclass(slots=True)
@@ -335,7 +336,25 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def cancel_requests(self, run_ids: Collection[str]) -> set[str]:
-        """Which of ``run_ids`` have a cancel requested (the cancel watcher's one query)."""
+        """Which of ``run_ids`` have a cancel requested."""
+
+    @abc.abstractmethod
+    async def stop_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        """Which of ``run_ids`` were asked to stop, and how (``cancel`` or ``pause``):
+        the one query of the watcher beside the runs a process drives."""
+
+    @abc.abstractmethod
+    async def pause_runs(self, run_ids: Collection[str], now: float,
+                         info: dict[str, Any]) -> list[str]:
+        """Pause those of ``run_ids`` that are queued, running or waiting, in one
+        transaction: status ``paused``, ``info`` (who, when, why) kept as the meta key
+        ``paused``; waits, timers and leases are left as they are. Returns the ids paused."""
+
+    @abc.abstractmethod
+    async def unpause_runs(self, run_ids: Collection[str], now: float) -> list[str]:
+        """Put those of ``run_ids`` that are paused back in the queue (they replay to where
+        they were, so a deadline that passed meanwhile is met then), in one transaction.
+        Returns the ids unpaused."""
 
     async def claim(self, run_id: str, owner: str, ttl: float, now: float, *,
                     steal_from_dead: bool = True) -> int | None:

@@ -193,6 +193,22 @@ class CoreStore(ScheduleStore, Store):
             return set()
         return set(await self._read(one, "cancel_requested", list(run_ids)))
 
+    async def stop_requests(self, run_ids: Collection[str]) -> dict[str, str]:
+        if not run_ids:
+            return {}
+        return await self._read(programs.stop_requests, list(run_ids))
+
+    async def pause_runs(self, run_ids: Collection[str], now: float,
+                         info: dict[str, Any]) -> list[str]:
+        if not run_ids:
+            return []
+        return await self._write(programs.pause_runs, list(run_ids), float(now), dict(info))
+
+    async def unpause_runs(self, run_ids: Collection[str], now: float) -> list[str]:
+        if not run_ids:
+            return []
+        return await self._write(programs.unpause_runs, list(run_ids), float(now))
+
     async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
                         steal_from_dead: bool = True) -> Claimed | None:
         return await self._write(programs.claim, run_id, owner, float(ttl), float(now),

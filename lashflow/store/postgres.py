@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from ..errors import DbError, NoDatabase
+from ..states import KEPT_PAUSED
 from .base import UNCHECKED_ROWS, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
@@ -176,6 +177,8 @@ _ATTEMPT_UPSERT = ("ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status
                    "detail = EXCLUDED.detail, finished_at = EXCLUDED.finished_at")
 # A run that parks keeps an earlier wake time left on its row by ``wake`` while it was
 # running (a completion or signal that raced the park); LEAST ignores NULLs.
+# A run paused while its drive was under way stays paused (ADR 0032).
+_KEPT = "(" + ", ".join(f"'{status}'" for status in KEPT_PAUSED) + ")"
 _WAKE_AT = "CASE WHEN {new}.status = 'waiting' THEN LEAST(r.wake_at, {new}.wake_at) ELSE {new}.wake_at END"
 
 
@@ -381,6 +384,26 @@ class _Statements(ScheduleStatements):
                                 "AND run_id = ANY($1::text[])", run_ids)
         return [row[0] for row in rows]
 
+    async def stop_requested(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[Any]:
+        return list(await conn.fetch(
+            "SELECT run_id, cancel_requested, status FROM lashflow_runs WHERE "
+            "(cancel_requested OR status = 'paused') AND run_id = ANY($1::text[])", run_ids))
+
+    async def runs_for_update(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[Any]:
+        return list(await conn.fetch(
+            "SELECT run_id, status, meta FROM lashflow_runs WHERE run_id = ANY($1::text[]) "
+            "ORDER BY run_id FOR UPDATE", run_ids))
+
+    async def set_status_meta(self, conn: asyncpg.Connection,
+                              changes: list[tuple[str, str, str]], now: float) -> None:
+        await conn.execute(
+            "UPDATE lashflow_runs r SET status = u.status, meta = u.meta, updated_at = $4 "
+            "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(run_id, status, meta) "
+            "WHERE r.run_id = u.run_id", [c[0] for c in changes], [c[1] for c in changes],
+            [c[2] for c in changes], now)
+        if any(status == "queued" for _, status, _ in changes):
+            await conn.execute("SELECT pg_notify($1, '')", self.channel)  # claimable now
+
     async def unsettled_leases(self, conn: asyncpg.Connection, now: float) -> list[Any]:
         # Only owners on this host can be proven dead (see leases.py): the others need not
         # leave the server at all.
@@ -396,7 +419,7 @@ class _Statements(ScheduleStatements):
         WITH target AS (
             SELECT run_id, lease_owner AS taken_from FROM lashflow_runs
             WHERE run_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3)
-              AND status NOT IN ('finished', 'failed', 'cancelled')
+              AND status NOT IN ('finished', 'failed', 'cancelled', 'paused')
             FOR UPDATE SKIP LOCKED)
         UPDATE lashflow_runs r SET lease_owner = $2, lease_expires = $4,
             generation = r.generation + 1
@@ -408,7 +431,7 @@ class _Statements(ScheduleStatements):
         UPDATE lashflow_runs SET lease_owner = $2, lease_expires = $4, generation = generation + 1
         WHERE run_id = $1 AND generation = $5 AND lease_owner IS NOT DISTINCT FROM $6
           AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3 OR $7::boolean)
-          AND status NOT IN ('finished', 'failed', 'cancelled')
+          AND status NOT IN ('finished', 'failed', 'cancelled', 'paused')
         RETURNING """ + RUN_COLUMNS
 
     async def claim_free(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
@@ -743,7 +766,9 @@ class PostgresBackend:
             ORDER BY a.ord
             {_ATTEMPT_UPSERT}),
         run_updates AS (
-            UPDATE lashflow_runs r SET status = u.status, result = u.result, error = u.error,
+            UPDATE lashflow_runs r SET status = CASE WHEN r.status = 'paused'
+                    AND u.status IN {_KEPT} THEN r.status ELSE u.status END,
+                result = u.result, error = u.error,
                 waiting = u.waiting, wake_at = {_WAKE_AT.format(new="u")},
                 updated_at = COALESCE(u.updated_at, r.updated_at),
                 lease_owner = CASE WHEN u.release THEN NULL ELSE r.lease_owner END,
@@ -797,7 +822,9 @@ class PostgresBackend:
                     f"($1,$2,$3,$4,$5,$6,$7,$8,$9) {_ATTEMPT_UPSERT}", attempts)
             if runs := passed(rows.runs):
                 await conn.executemany(
-                    "UPDATE lashflow_runs r SET status = $2, result = $3, error = $4, waiting = $5, "
+                    "UPDATE lashflow_runs r SET status = CASE WHEN r.status = 'paused' AND "
+                    f"$2::text IN {_KEPT} THEN r.status ELSE $2 END, result = $3, error = $4, "
+                    "waiting = $5, "
                     f"wake_at = {_WAKE_AT.format(new='u')}, "
                     "updated_at = COALESCE($8::float8, updated_at), "
                     "lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END, "

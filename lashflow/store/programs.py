@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Generator, Iterable, Mapping, Sequence, TypeVar
 
 from ..errors import DbError, Fenced, JournalCorrupt
-from ..states import SETTLED
+from ..states import PAUSABLE, SETTLED
 from .base import (
     CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, RunDetail, RunRecord,
     StepRecord, StoreStats,
@@ -34,7 +34,8 @@ Program = Generator[Ask, Any, T]
 # Runs a delivery may wake: waiting ones become due, a running one keeps the wake time
 # through its park (it may be parking on what was just delivered).
 WAKEABLE = ("waiting", "running")
-REOPENABLE = ("failed", "cancelled", "needs_attention")
+REOPENABLE = ("failed", "cancelled", "needs_attention", "paused")
+UNCLAIMABLE = SETTLED | {"paused"}
 COMPLETION_FIELDS = ("run_id", "step_key", "waiting", "deadline_at", "on_timeout", "on_cancel",
                      "module", "tool", "resolution")
 COMPLETION_COLUMNS = ", ".join(COMPLETION_FIELDS)
@@ -180,7 +181,7 @@ def claim(run_id: str, owner: str, ttl: float, now: float,
     if lease is None:
         return None
     holder, held_until, generation, status = lease
-    if status in SETTLED:
+    if status in UNCLAIMABLE:
         return None  # nothing to drive: left as it is, its updated_at too
     if not may_claim(holder, held_until, owner, now, steal_from_dead=steal_from_dead):
         return None
@@ -217,6 +218,39 @@ def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None],
     if forget:
         yield "forget_completions", (run_id, forget)
     return True
+
+
+def stop_requests(run_ids: list[str]) -> Program[dict[str, str]]:
+    rows = yield "stop_requested", (run_ids,)
+    return {run_id: "cancel" if cancel else "pause" for run_id, cancel, status in rows}
+
+
+def pause_runs(run_ids: list[str], now: float, info: dict[str, Any]) -> Program[list[str]]:
+    """Those of ``run_ids`` that would move on by themselves become ``paused`` (a drive
+    under way keeps its lease: its writes land, its status change does not)."""
+    changed = []
+    for run_id, status, meta_text in (yield "runs_for_update", (run_ids,)):
+        if status in PAUSABLE:
+            meta = loads(meta_text) or {}
+            meta["paused"] = dict(info, was=status)
+            changed.append((run_id, "paused", dumps(meta)))
+    if changed:
+        yield "set_status_meta", (changed, now)
+    return [run_id for run_id, _, _ in changed]
+
+
+def unpause_runs(run_ids: list[str], now: float) -> Program[list[str]]:
+    """Paused runs go back in the queue: a worker replays each to where it stood, and a
+    wait whose deadline passed meanwhile meets it then."""
+    changed = []
+    for run_id, status, meta_text in (yield "runs_for_update", (run_ids,)):
+        if status == "paused":
+            meta = loads(meta_text) or {}
+            meta.pop("paused", None)
+            changed.append((run_id, "queued", dumps(meta)))
+    if changed:
+        yield "set_status_meta", (changed, now)
+    return [run_id for run_id, _, _ in changed]
 
 
 # -- versions -----------------------------------------------------------------------------
@@ -330,7 +364,8 @@ STATEMENTS = frozenset({
     "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
     "unsettled_leases", "claim_free", "lease_of", "claim_swap", "renew", "request_cancel",
-    "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue", "forget_completions",
+    "due_runs", "wake", "meta_for_update", "stop_requested", "runs_for_update",
+    "set_status_meta", "set_meta", "reopen_candidate", "requeue", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
     "versions_of", "insert_version", "move_candidate", "set_source",

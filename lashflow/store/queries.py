@@ -88,7 +88,7 @@ def summary_from_row(row: Any) -> RunSummary:
         run_id=row[0], process=row[1], status=row[2], parent_run_id=row[3],
         created_at=row[4], updated_at=row[5], waiting=waiting, error=error, wake_at=row[8], cancel_requested=bool(row[9]),
         lease_owner=row[10], lease_expires=row[11], note=meta.get("note"),
-        version=meta.get("version"))
+        version=meta.get("version"), paused=meta.get("paused"))
 
 
 def page_of(rows: list[Any], query: RunQuery) -> RunPage:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import aiosqlite
 
 from ..errors import DbError, NoDatabase
+from ..states import KEPT_PAUSED
 from .base import SCHEMA_VERSION, UNCHECKED_ROWS, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
@@ -328,6 +329,19 @@ class _Statements(ScheduleStatements):
                 chunk))
         return found
 
+    def stop_requested(self, conn: sqlite3.Connection, run_ids: list[str]) -> list[Any]:
+        return _chunked(conn, "SELECT run_id, cancel_requested, status FROM runs WHERE "
+                        "(cancel_requested = 1 OR status = 'paused') AND run_id IN ({})", run_ids)
+
+    def runs_for_update(self, conn: sqlite3.Connection, run_ids: list[str]) -> list[Any]:
+        return _chunked(conn, "SELECT run_id, status, meta FROM runs WHERE run_id IN ({})",
+                        run_ids)
+
+    def set_status_meta(self, conn: sqlite3.Connection, changes: list[tuple[str, str, str]],
+                        now: float) -> None:
+        conn.executemany("UPDATE runs SET status = ?, meta = ?, updated_at = ? WHERE run_id = ?",
+                         [(status, meta, now, run_id) for run_id, status, meta in changes])
+
     def unsettled_leases(self, conn: sqlite3.Connection, now: float) -> list[Any]:
         return conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
                             "IN ('running', 'queued') ORDER BY created_at").fetchall()
@@ -495,17 +509,30 @@ class _Statements(ScheduleStatements):
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
             # a run that parks keeps an earlier wake time ``wake`` left while it ran
+            # a run paused while this drive was under way stays paused (ADR 0032)
+            kept = run.status in KEPT_PAUSED
             conn.execute(
-                f"UPDATE runs SET status = ?, result = ?, error = ?, waiting = ?, wake_at = CASE "
+                f"UPDATE runs SET status = CASE WHEN ? AND status = 'paused' THEN status ELSE ? "
+                f"END, result = ?, error = ?, waiting = ?, wake_at = CASE "
                 f"WHEN ? = 'waiting' AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?) "
                 f"THEN wake_at ELSE ? END, updated_at = COALESCE(?, updated_at){lease} "
                 "WHERE run_id = ?",
-                (run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
+                (kept, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
                  run.status, run.wake_at, run.wake_at, run.wake_at, run.updated_at, change.run_id))
 
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
+
+
+def _chunked(conn: sqlite3.Connection, sql: str, values: Sequence[Any]) -> list[Any]:
+    """``sql`` (its ``{}`` a list of marks) over ``values`` 500 at a time: SQLite bounds
+    the parameters of one statement."""
+    rows: list[Any] = []
+    for start in range(0, len(values), 500):
+        chunk = list(values[start:start + 500])
+        rows += conn.execute(sql.format(_marks(chunk)), chunk).fetchall()
+    return rows
 
 
 class SqliteBackend:

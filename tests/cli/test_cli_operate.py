@@ -253,3 +253,21 @@ def test_serve_takes_its_connection_limits(lf: Any) -> None:
         assert option in shown
     bad = lf("serve", "--max-connections", "0")
     assert bad.code == 2
+
+
+def test_pause_and_unpause_from_the_cli(lfx: Any, tmp_path: Path) -> None:
+    sleeper = tmp_path / "sleep.lash"
+    sleeper.write_text('sleep for "1h"\nfinish 1\n')
+    assert lfx("run", sleeper, "--run-id", "s").code == 3
+    paused = lfx("pause", "s", "--reason", "vendor outage")
+    assert paused.code == 0 and "paused by " in paused.out and "vendor outage" in paused.out
+    listed = lfx("list", "--status", "paused", "--json").json
+    [row] = listed["runs"]
+    assert row["run_id"] == "s" and row["paused"]["reason"] == "vendor outage"
+    assert "vendor outage" in lfx("show", "s").out
+    resumed = lfx("resume", "s")
+    assert resumed.code == 2 and "error[run_paused]" in resumed.err
+    assert lfx("unpause", "s", "--json").json["status"] == "queued"
+    again = lfx("unpause", "s")
+    assert again.code == 2 and "error[run_not_paused]" in again.err
+    assert lfx("resume", "s", "--json").json["status"] == "waiting"

@@ -191,6 +191,21 @@ async def test_signal_cancel_and_retry_over_http(served: Any, tmp_path: Path) ->
     assert again.status_code == 409 and again.json()["error"]["code"] == "run_not_retryable"
 
 
+async def test_pause_and_unpause_over_http(served: Any) -> None:
+    engine, client, _ = served
+    assert (await engine.run('sleep for "1h"\nfinish 1', run_id="p")).status is RunStatus.WAITING
+    paused = await client.post("/v1/runs/p/pause", headers=AUTH, json={"reason": "look"})
+    assert paused.status_code == 200 and paused.json()["status"] == "paused"
+    shown = (await client.get("/v1/runs/p", headers=AUTH)).json()
+    assert shown["paused"]["reason"] == "look" and shown["paused"]["by"].startswith("api (")
+    listed = (await client.get("/v1/runs?status=paused", headers=AUTH)).json()
+    assert [r["run_id"] for r in listed["runs"]] == ["p"]
+    unpaused = await client.post("/v1/runs/p/unpause", headers=AUTH)
+    assert unpaused.json()["status"] in ("queued", "running", "waiting")
+    again = await client.post("/v1/runs/p/unpause", headers=AUTH)
+    assert again.status_code == 400 and again.json()["error"]["code"] == "run_not_paused"
+
+
 async def test_the_openapi_document_describes_the_bodies(served: Any) -> None:
     _, client, _ = served
     doc = (await client.get("/openapi.json")).json()
@@ -228,6 +243,7 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
                             run_id="g")
     [step] = await engine.steps(run_id)
     other, _ = await parked(engine)
+    held, _ = await parked(engine)
     calls = [
         ("GET", "/v1/runs", "/v1/runs", None),
         ("POST", "/v1/runs", "/v1/runs", {"file": "fulfill.lash", "input": {
@@ -243,6 +259,8 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
          {"payload": 1}),
         ("POST", "/v1/runs/{run_id}/cancel", f"/v1/runs/{other}/cancel", {}),
         ("POST", "/v1/runs/{run_id}/retry", f"/v1/runs/{other}/retry", None),
+        ("POST", "/v1/runs/{run_id}/pause", f"/v1/runs/{held}/pause", {"reason": "r"}),
+        ("POST", "/v1/runs/{run_id}/unpause", f"/v1/runs/{held}/unpause", None),
         ("GET", "/healthz", "/healthz", None),
     ]
     # the schedules routes are checked in tests/schedules/test_schedules_http.py

@@ -90,6 +90,8 @@ class Console:
             Route("/runs/{run_id}/verify", self.page(self.verify)),
             Route("/runs/{run_id}/cancel", self.form(self.cancel), methods=["POST"]),
             Route("/runs/{run_id}/retry", self.form(self.retry), methods=["POST"]),
+            Route("/runs/{run_id}/pause", self.form(self.pause), methods=["POST"]),
+            Route("/runs/{run_id}/unpause", self.form(self.unpause), methods=["POST"]),
             Route("/runs/{run_id}/fork", self.form(self.fork), methods=["POST"]),
             Route("/runs/{run_id}/signal", self.form(self.signal), methods=["POST"]),
             *SchedulePages(self).routes(),
@@ -261,6 +263,18 @@ class Console:
     async def cancel(self, request: Request, form: Any) -> Response:
         run_id = request.path_params["run_id"]
         await self.engine.cancel(run_id, str(form.get("reason", "")).strip() or None)
+        return self.back(f"/runs/{run_id}")
+
+    async def pause(self, request: Request, form: Any) -> Response:
+        run_id = request.path_params["run_id"]
+        await self.engine.pause(run_id, str(form.get("reason", "")).strip() or None,
+                                by=f"console ({client_of(request)})")
+        return self.back(f"/runs/{run_id}")
+
+    async def unpause(self, request: Request, form: Any) -> Response:
+        run_id = request.path_params["run_id"]
+        await self.engine.unpause(run_id)
+        await self.engine.drive_soon(run_id)
         return self.back(f"/runs/{run_id}")
 
     async def retry(self, request: Request, form: Any) -> Response:
