@@ -31,7 +31,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from lashflow import Engine, ToolCall, ToolResult, tool
 
@@ -149,6 +149,36 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def databases(sizes: list[int], base: str | None, seeder: Any,
+              what: str) -> Iterator[tuple[str, int, str]]:
+    """(database, size, url) of a database filled with ``size`` runs: ``seeder(url)``'s
+    ``SEED_RUNS`` copied until there are that many; SQLite, then PostgreSQL (a schema of
+    its own) unless ``base`` is None. Each is removed once the caller moves on."""
+    folder = tempfile.mkdtemp(prefix="lashflow-bench-")
+    try:
+        for size in sizes:
+            path = os.path.join(folder, f"runs-{size}.db")
+            log(f"SQLite: {size:,} {what} runs")
+            asyncio.run(seeder(f"sqlite:///{path}"))
+            copy_sqlite(path, size)
+            yield "SQLite", size, f"sqlite:///{path}"
+            os.remove(path)
+            if base is None:
+                continue
+            schema = f"lashflow_bench_{uuid.uuid4().hex[:12]}"
+            asyncio.run(postgres_schema(base, "create", schema))
+            try:
+                url = with_search_path(base, schema)
+                log(f"PostgreSQL: {size:,} {what} runs")
+                asyncio.run(seeder(url))
+                asyncio.run(copy_postgres(url, size))
+                yield "PostgreSQL", size, url
+            finally:
+                asyncio.run(postgres_schema(base, "drop", schema))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="verify over many parked runs")
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -161,29 +191,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     base = None if args.no_postgres else postgres_url()
     rows: list[tuple[str, int, dict[str, Any]]] = []
-    folder = tempfile.mkdtemp(prefix="lashflow-bench-verify-")
-    try:
-        for size in sizes:
-            path = os.path.join(folder, f"runs-{size}.db")
-            log(f"SQLite: {size:,} parked runs")
-            asyncio.run(seed(f"sqlite:///{path}"))
-            copy_sqlite(path, size)
-            rows.append(("SQLite", size, run_measure(f"sqlite:///{path}?mode=ro")))
-            os.remove(path)
-            if base is None:
-                continue
-            schema = f"lashflow_bench_{uuid.uuid4().hex[:12]}"
-            asyncio.run(postgres_schema(base, "create", schema))
-            try:
-                url = with_search_path(base, schema)
-                log(f"PostgreSQL: {size:,} parked runs")
-                asyncio.run(seed(url))
-                asyncio.run(copy_postgres(url, size))
-                rows.append(("PostgreSQL", size, run_measure(url)))
-            finally:
-                asyncio.run(postgres_schema(base, "drop", schema))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    for name, size, url in databases(sizes, base, seed, "parked"):
+        rows.append((name, size, run_measure(url + ("?mode=ro" if name == "SQLite" else ""))))
     print(f"verify over parked runs (each replayed to its end; {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f})")
     header = f"{'database':<11} {'runs':>8} {'seconds':>8} {'runs/s':>8} {'peak RSS':>9}  verdicts"

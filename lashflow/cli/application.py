@@ -43,7 +43,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, run.fork), (None, run.recover), (None, run.worker),
     (None, tooling.check), (None, tooling.fmt), (None, tooling.lsp), (None, tooling.graph),
     (None, operate.complete), (None, operate.signal), (None, operate.cancel),
-    (None, repair.pause), (None, repair.unpause),
+    (None, repair.pause), (None, repair.unpause), ("resolve-step", repair.resolve_step),
     ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
     (None, operate.gc), (None, serve.serve),
     (None, versions.verify), (None, versions.diff), (None, versions.export),

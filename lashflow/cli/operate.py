@@ -9,8 +9,9 @@ from typing import Optional
 import typer
 
 from ..errors import UsageError
+from .bulk import BulkDryRunOption, WhereOption, bulk_command, one_or_where
 from .context import Invocation
-from .exits import run_async
+from .exits import reject, run_async
 from .options import (DbOption, JsonOption, MaxWaitOption, no_key, no_run, parse_age,
                       parse_json_option)
 from .output import dumps, stdout
@@ -115,17 +116,25 @@ def signal(
 
 def cancel(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="The run to cancel.", show_default=False),
+    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="The run to cancel.",
+                                           show_default=False),
     reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
                                          help="Why: kept in the run's error and shown."),
+    where: Optional[str] = WhereOption,
+    dry_run: bool = BulkDryRunOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Cancel a run: at once if parked or queued, at its next effect if a worker is
     driving it (in-flight attempts are cancelled). Pending tool calls follow their
-    on_cancel. Exit 0."""
+    on_cancel. With --where, a cancel is requested on every run selected and each is
+    settled by the next drive that takes it (a worker's). Exit 0."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
+    one_or_where(inv, run_id, where)
+    if where is not None:
+        raise typer.Exit(bulk_command(inv, db, "cancel", where, dry_run=dry_run, reason=reason))
+    assert run_id is not None
 
     async def go() -> int:
         async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
@@ -156,9 +165,10 @@ def cancel(
 
 def gc(
     ctx: typer.Context,
-    older_than: str = typer.Option(..., "--older-than", metavar="AGE",
-                                   help="Delete settled runs not updated for this long: "
-                                        "30d, 12h, 90m..."),
+    older_than: Optional[str] = typer.Option(None, "--older-than", metavar="AGE",
+                                             help="Delete settled runs not updated for this "
+                                                  "long: 30d, 12h, 90m..."),
+    where: Optional[str] = WhereOption,
     status: str = typer.Option("finished,failed,cancelled", "--status", metavar="STATUS[,...]",
                                help="Which settled runs (finished, failed, cancelled)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Count what would go; delete nothing."),
@@ -169,6 +179,12 @@ def gc(
     and the output blobs only they used, in short batches (workers keep running)."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
+    if (older_than is None) == (where is None):
+        raise reject(UsageError("give --older-than AGE, or choose runs with --where EXPR "
+                                "(e.g. \"status=failed and updated<30d\"), not both"), as_json)
+    if where is not None:  # settled runs only, whatever the expression selects
+        raise typer.Exit(bulk_command(inv, db, "gc", where, dry_run=dry_run))
+    assert older_than is not None
 
     async def go() -> int:
         age = parse_age(older_than, "--older-than")

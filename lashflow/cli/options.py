@@ -3,12 +3,12 @@ source files) that refuse a bad value with one clear error."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 import typer
 
+from ..durable.selection import parse_age, parse_when  # noqa: F401 (the CLI's names)
 from ..errors import LashflowError, NoDatabase, UsageError
 from ..json_input import read_json
 from .exits import fail
@@ -60,34 +60,6 @@ def parse_json_option(text: str | None, option: str) -> Any:
             raise UsageError(f"{option} @{path}: cannot read it: {exc}",
                              code="file_not_found") from None
     return read_json(text, option)
-
-
-_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_age(text: str, option: str) -> float:
-    """An age such as ``90s``, ``30m``, ``2h``, ``7d``, ``1w``, in seconds."""
-    raw = text.strip()
-    unit = raw[-1:].lower()
-    if unit in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
-        return float(raw[:-1]) * _AGE_UNITS[unit]
-    raise UsageError(f"{option} {text!r} is not an age: use 90s, 30m, 2h, 7d or 1w")
-
-
-def parse_when(text: str | None, option: str, now: float) -> float | None:
-    """``--since``/``--until``: an ISO 8601 time (no offset: local time) or an age such as
-    ``90s``, ``30m``, ``2h``, ``7d``, ``1w`` (that long before ``now``)."""
-    if text is None:
-        return None
-    raw = text.strip()
-    if raw[-1:].lower() in _AGE_UNITS and raw[:-1].replace(".", "", 1).isdigit():
-        return now - parse_age(raw, option)
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise UsageError(f"{option} {text!r} is neither an ISO 8601 time "
-                         "(2026-12-03T10:00:00+01:00) nor an age (30m, 2h, 7d)") from None
-    return moment.timestamp()
 
 
 def read_source(file: Path) -> str:

@@ -1,4 +1,4 @@
-"""Commands that repair runs by hand: pause and unpause (ADR 0032)."""
+"""Commands that repair runs by hand: pause and unpause, one run or by query (ADR 0032)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ from typing import Optional
 
 import typer
 
+from .bulk import BulkDryRunOption, WhereOption, bulk_command, one_or_where
 from .context import Invocation
 from .exits import run_async
-from .options import DbOption, JsonOption, no_run
+from .options import DbOption, JsonOption, ToolsOption, no_run, parse_json_option
 from .output import dumps, stdout
 from .render import Display, paused_text
 
 
 def pause(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="The run to pause.",
-                                 show_default=False),
+    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="The run to pause.",
+                                           show_default=False),
     reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
                                          help="Why: kept on the run and shown."),
+    where: Optional[str] = WhereOption,
+    dry_run: bool = BulkDryRunOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -28,6 +31,10 @@ def pause(
     passes meanwhile is met on unpause). Exit 0."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
+    one_or_where(inv, run_id, where)
+    if where is not None:
+        raise typer.Exit(bulk_command(inv, db, "pause", where, dry_run=dry_run, reason=reason))
+    assert run_id is not None
 
     async def go() -> int:
         async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
@@ -45,8 +52,10 @@ def pause(
 
 def unpause(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="The paused run.",
-                                 show_default=False),
+    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="The paused run.",
+                                           show_default=False),
+    where: Optional[str] = WhereOption,
+    dry_run: bool = BulkDryRunOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
@@ -54,6 +63,10 @@ def unpause(
     deadline that passed while it was paused is met then). Exit 0."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
+    one_or_where(inv, run_id, where)
+    if where is not None:
+        raise typer.Exit(bulk_command(inv, db, "unpause", where, dry_run=dry_run))
+    assert run_id is not None
 
     async def go() -> int:
         async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
@@ -69,4 +82,52 @@ def unpause(
     raise typer.Exit(run_async(inv, go, run_id=run_id))
 
 
-__all__ = ["pause", "unpause"]
+def resolve_step(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., metavar="RUN", help="The run.", show_default=False),
+    step: str = typer.Argument(..., metavar="STEP",
+                               help="The step: its key, or the row number `show` prints.",
+                               show_default=False),
+    result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
+                                         help="What the tool returned, as JSON (checked "
+                                              "against its output schema)."),
+    error: Optional[str] = typer.Option(None, "--error", metavar="MESSAGE",
+                                        help="Record a tool error instead (the process sees "
+                                             "{ok: false, error})."),
+    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
+                                         help="Why: journaled with who and when."),
+    tools: list[str] = ToolsOption,
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Record by hand the outcome of an interrupted, failed or pending tool step (a
+    non-idempotent call that did happen, an effect made by other means), journaled as an
+    operator action; then the run goes on: a stopped run is queued for the workers (or
+    `lashflow resume RUN`), a waiting one is made due. Exit 0."""
+    inv = Invocation.of(ctx, as_json)
+    display = Display.of(inv)
+
+    async def go() -> int:
+        from ..durable.resolve import MISSING
+        from ..errors import UsageError
+
+        if (result is None) == (error is None):
+            raise UsageError("give exactly one of --result JSON or --error MESSAGE")
+        value = MISSING if result is None else parse_json_option(result, "--result")
+        async with inv.engine(db, tools, create=False, absent=no_run(run_id)) as eng:
+            view = await eng.resolve_step(run_id, step, result=value, error=error,
+                                          reason=reason)
+            outcome = await eng.get(run_id)
+        if as_json:
+            stdout(dumps({"run_id": run_id, "step": view.step_key, "tool": view.tool,
+                          "outcome": view.outcome, "status": outcome.status.value}))
+            return 0
+        display.line(f"step {view.step_key} ({view.tool}) of run {run_id} resolved by hand; "
+                     f"the run is {outcome.status.value}: a worker takes it "
+                     f"(or `lashflow resume {quote(run_id)}` drives it here)")
+        return 0
+
+    raise typer.Exit(run_async(inv, go, run_id=run_id))
+
+
+__all__ = ["pause", "resolve_step", "unpause"]

@@ -11,8 +11,9 @@ from typing import Any, Awaitable, Callable, Optional
 import typer
 
 from ..errors import UsageError
+from .bulk import WhereOption, bulk_command, one_or_where
 from .context import Invocation
-from .exits import EXIT_BY_STATUS, freeze_startup_heap, run_async
+from .exits import EXIT_BY_STATUS, fail, freeze_startup_heap, run_async
 from .live import LiveStatus
 from .options import (DbOption, FollowOption, JsonOption, LogFormatOption, MaxWaitOption,
                       ToolsOption, no_run, parse_json_option, read_source, run_log,
@@ -160,9 +161,9 @@ def _driving(inv: Invocation, db: Optional[str], tools: list[str], label: str,
 
 def retry(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN",
-                                 help="A failed, cancelled or needs_attention run.",
-                                 show_default=False),
+    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
+                                           help="A failed, cancelled, needs_attention or "
+                                                "paused run.", show_default=False),
     source: Optional[Path] = typer.Option(None, "--source", metavar="FILE",
                                           help="Retry under this edited .lash file; recorded "
                                                "steps must still match (else replay_mismatch)."),
@@ -170,8 +171,9 @@ def retry(
                                             help="Restart at this step instead (a step key, "
                                                  "or the row number `show` prints)."),
     dry_run: bool = typer.Option(False, "--dry-run",
-                                 help="Say which recorded steps would run again; change "
-                                      "nothing."),
+                                 help="Say which recorded steps would run again (with "
+                                      "--where: count the runs); change nothing."),
+    where: Optional[str] = WhereOption,
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -181,8 +183,17 @@ def retry(
     """Run a stopped run again at the step that stopped it (its last step, or the members
     of its last fan-out that did not succeed; an `err` the process handled earlier is not
     it): the steps before replay, that step and every later one run again, a wait waits
-    afresh; their old attempts stay in the journal (`show`). Exit codes as `run`."""
+    afresh; their old attempts stay in the journal (`show`). Exit codes as `run`. With
+    --where, every stopped run selected is queued again for the workers (exit 0)."""
     inv = Invocation.of(ctx, as_json)
+    one_or_where(inv, run_id, where)
+    if where is not None:
+        if source is not None or from_step is not None:
+            fail("usage_error", "--source and --from retry one run; leave them out with "
+                 "--where", as_json)
+        raise typer.Exit(bulk_command(inv, db, "retry", where, dry_run=dry_run,
+                                      tools=tuple(tools)))
+    assert run_id is not None
     if dry_run:
         raise typer.Exit(run_async(inv, _retry_plan(inv, db, tools, run_id, from_step),
                                    run_id=run_id))

@@ -252,13 +252,11 @@ def upgrade(
                                         help="The runs to move (or choose them with --where)."),
     to: Optional[int] = typer.Option(None, "--to", metavar="VERSION",
                                      help="The version to move to (default: the latest)."),
-    where: bool = typer.Option(False, "--where",
-                               help="Choose the runs by --process and --status instead."),
-    process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
-                                          help="With --where: runs of this process."),
-    status: Optional[str] = typer.Option(None, "--status", "-s", metavar="STATUS[,STATUS]",
-                                         help="With --where: runs with these statuses "
-                                              "(default: every run that has not settled)."),
+    where: Optional[str] = typer.Option(
+        None, "--where", metavar="EXPR",
+        help="Choose the runs by query instead, e.g. \"process=fulfill and version=2\" "
+             "(as list's filters: status, process, version, parent, error, created, "
+             "updated; runs that have settled are left out)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would move; move nothing."),
     tools: List[str] = ToolsOption,
     db: Optional[str] = DbOption,
@@ -274,21 +272,15 @@ def upgrade(
         from ..durable.verifier import UNSETTLED
         from ..errors import UsageError
 
-        if bool(run_ids) == where:
-            raise UsageError("name the runs, or choose them with --where (not both)")
+        if bool(run_ids) == (where is not None):
+            raise UsageError("name the runs, or choose them with --where EXPR (not both)")
         async with inv.engine(db, tools) as eng:
             ids = list(run_ids or [])
-            if where:
-                statuses = ([p.strip() for p in status.split(",") if p.strip()] if status
-                            else list(UNSETTLED))
-                cursor = None
-                while True:
-                    page = await eng.runs(status=statuses, process=process, limit=1000,
-                                          cursor=cursor)
-                    ids += [run.run_id for run in page.runs]
-                    if page.next_cursor is None:
-                        break
-                    cursor = page.next_cursor
+            if where is not None:  # runs that settled are left out unless a status is named
+                unsettled = "status=" + ",".join(UNSETTLED)
+                chosen = (unsettled if where.strip().lower() == "all" else where
+                          if "status" in where.lower() else f"{where} and {unsettled}")
+                ids = await eng.select(chosen)
             done = await eng.upgrade(ids, to, dry_run=dry_run)
         if as_json:
             stdout(dumps({"runs": [u.to_json() for u in done], "dry_run": dry_run}))

@@ -19,7 +19,7 @@ from ..errors import DbError, InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
-from ..store import RunRecord, Store, open_store
+from ..store import RunQuery, RunRecord, Store, open_store
 from ..store.leases import new_owner_id
 from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
@@ -30,7 +30,9 @@ from .commands import Commands, Delivery
 from .driver import Driver
 from . import export as exported
 from .events import Events, Listener
+from .bulk import Bulk, BulkReport, Progress
 from .pauses import Pauses
+from .resolve import MISSING, Resolver
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of
@@ -103,6 +105,9 @@ class Engine:
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
         self.pauses = Pauses(self.store, self.clock, self.reads, self.driver.active)
+        self.resolver = Resolver(self.store, self.clock, self.reads, self.tools)
+        self.bulk_actions = Bulk(self.store, self.clock, self.operator, self.pauses,
+                                 self.upgrade, self.driver.active)
         self.verifier = Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
         self.deployments = Versions(self.store, self.tools, self.programs, self.reads,
                                     self.verifier, self.clock)
@@ -420,6 +425,37 @@ class Engine:
     async def unpause(self, run_id: str) -> RunStatus:
         """Put a paused run back in the queue: a worker replays it to where it stood."""
         return await self.pauses.unpause(run_id)
+
+    async def resolve_step(self, run_id: str, step: str, *, result: Any = MISSING,
+                           error: str | None = None, reason: str | None = None,
+                           by: str | None = None) -> StepView:
+        """Record by hand the outcome of an interrupted, failed or pending tool step (a
+        step key or the row number ``show`` prints): ``result`` (checked against the
+        tool's output schema) or ``error`` (the process sees ``{ok: false, error}``).
+        Journaled as an operator action (``by``, default ``user@host``; ``reason``);
+        then the run goes on: a stopped run is queued, a waiting one made due."""
+        done = await self.resolver.resolve(run_id, step, result=result, error=error,
+                                           reason=reason, by=by)
+        [view] = self.reads.views([done], [])
+        return view
+
+    async def select(self, where: str | RunQuery) -> builtins.list[str]:
+        """The ids of every run ``where`` selects (see ``bulk``), newest first."""
+        _, query = self.bulk_actions.plan("cancel", where, True)
+        return await self.bulk_actions.select(query)
+
+    async def bulk(self, action: str, where: str | RunQuery, *, dry_run: bool = False,
+                   reason: str | None = None, by: str | None = None, to: int | None = None,
+                   progress: Progress | None = None) -> BulkReport:
+        """``cancel``, ``retry``, ``pause``, ``unpause``, ``gc`` or ``upgrade`` every run
+        ``where`` selects (an expression such as ``"status=failed and process=fulfill
+        and created<7d"``, see ``lashflow.durable.selection``), a page of runs per
+        statement; ``dry_run``: count what would be acted on, change nothing.
+        ``progress`` is called with the report after each page. Retried and unpaused
+        runs are queued for the workers; cancelled ones are settled by the next drive."""
+        report, query = self.bulk_actions.plan(action, where, dry_run)
+        return await self.bulk_actions.run(report, query, reason=reason, by=by, to=to,
+                                           progress=progress)
 
     # -- inspection ----------------------------------------------------------------------
     async def get(self, run_id: str) -> RunOutcome:

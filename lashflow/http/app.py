@@ -31,7 +31,8 @@ from .connections import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 from .credentials import check_token, client_of
 from .errors import HttpError, error_response
 from .headers import AnswerHeaders
-from .models import CancelBody, CompletionBody, RunPauseBody, SignalBody, StartRun
+from .jobs import Jobs, job_json
+from .models import BulkBody, CancelBody, CompletionBody, RunPauseBody, SignalBody, StartRun
 from .openapi import openapi_document
 from .schedules import ScheduleRoutes
 from .throttle import Throttle
@@ -75,6 +76,8 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
     managed = [
         ("/v1/runs", api.list_runs, ["GET"]),
         ("/v1/runs", api.start_run, ["POST"]),
+        ("/v1/runs/bulk", api.start_bulk, ["POST"]),
+        ("/v1/jobs/{job_id}", api.job, ["GET"]),
         ("/v1/runs/{run_id}", api.get_run, ["GET"]),
         ("/v1/runs/{run_id}/steps", api.get_steps, ["GET"]),
         ("/v1/runs/{run_id}/steps/{step}/output", api.get_output, ["GET"]),
@@ -100,7 +103,8 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         from .console import Console, ConsoleConfig, Sessions
 
         console = ConsoleConfig(config.token, inbox_only=config.console == "inbox")
-        routes += Console(engine, console, throttle, Sessions(engine.store)).routes()
+        routes += Console(engine, console, throttle, Sessions(engine.store),
+                          api.jobs).routes()
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception},
                      middleware=[Middleware(AnswerHeaders)])
 
@@ -134,6 +138,7 @@ class _Api:
         self.config = config
         self.throttle = throttle
         self._token = config.token.encode()
+        self.jobs = Jobs(engine)
 
     # -- plumbing ------------------------------------------------------------------------
     def authorised(self, handler: Handler) -> Handler:
@@ -303,6 +308,17 @@ class _Api:
         if self.config.drive:
             await self.engine.drive_soon(run_id)
         return JSONResponse({"run_id": run_id, "status": status.value})
+
+    async def start_bulk(self, request: Request) -> Response:
+        body: BulkBody = await self.body(request, BulkBody)
+        by = body.by or f"api ({client_of(request)})"
+        job_id, report = self.jobs.start(body.action, body.where, dry_run=body.dry_run,
+                                         reason=body.reason, by=by, to=body.to)
+        return JSONResponse(job_json(job_id, report), status_code=202)
+
+    async def job(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        return JSONResponse(job_json(job_id, self.jobs.get(job_id)))
 
     async def waiting(self, request: Request) -> Response:
         waits = await self.engine.waiting()

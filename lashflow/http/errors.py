@@ -13,6 +13,7 @@ STATUS_BY_CODE = {
     "unknown_completion_key": 404,
     "unknown_process_file": 404,
     "unknown_schedule": 404,
+    "unknown_job": 404,
     "schedule_exists": 409,
     "not_found": 404,
     "method_not_allowed": 405,

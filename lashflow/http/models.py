@@ -9,7 +9,7 @@ version adds."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -59,6 +59,20 @@ class RunPauseBody(_Body):
     reason: str | None = Field(None, description="Why: kept on the run and shown.")
     by: str | None = Field(None, description="Who pauses it, as shown (default: "
                            "\"api\" and the caller's address).")
+
+
+class BulkBody(_Body):
+    """A bulk action over every run ``where`` selects (``lashflow cancel --where``...)."""
+
+    action: Literal["cancel", "retry", "pause", "unpause", "gc", "upgrade"]
+    where: str = Field(description="Conditions joined by `and`, e.g. \"status=failed and "
+                       "process=fulfill and created<7d\" (fields: status, process, version, "
+                       "parent, error, created, updated), or `all`.")
+    dry_run: bool = Field(False, description="Count what would be acted on; change nothing.")
+    reason: str | None = Field(None, description="cancel, pause: why (kept and shown).")
+    by: str | None = Field(None, description="pause: who (default: \"api\" and the "
+                           "caller's address).")
+    to: int | None = Field(None, description="upgrade: the version (default: the latest).")
 
 
 class ErrorDetail(BaseModel):
@@ -164,11 +178,30 @@ class WaitingAnswer(_Answer):
     waiting: list[WaitingItem]
 
 
+class JobAnswer(_Answer):
+    """A bulk action's job: how far it got. ``state``: running, done or failed."""
+
+    job_id: str
+    action: str
+    where: str
+    dry_run: bool
+    matched: int
+    seen: int
+    acted: int
+    skipped: int
+    state: Literal["running", "done", "failed"]
+    sample: list[str]
+    started_at: float
+    finished_at: float | None
+    seconds: float
+    error: ErrorDetail | None = None
+
+
 class HealthAnswer(_Answer):
     ok: bool
 
 
-__all__ = ["CancelAnswer", "CancelBody", "CompletionAnswer", "CompletionBody",
+__all__ = ["BulkBody", "JobAnswer", "CancelAnswer", "CancelBody", "CompletionAnswer", "CompletionBody",
            "CompletionInfo", "ErrorBody", "RunPauseBody", "ErrorDetail", "HealthAnswer", "RunAnswer", "RunPage",
            "RunStatusAnswer", "RunSummary", "SignalAnswer", "SignalBody",
            "StartRun", "StepInfo", "StepOutputAnswer", "StepsAnswer", "WaitingAnswer",

@@ -13,11 +13,11 @@ from .. import __version__
 from . import models, schedules
 
 _BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.CancelBody,
-           models.RunPauseBody, models.ErrorBody, *schedules.BODIES)
+           models.RunPauseBody, models.BulkBody, models.ErrorBody, *schedules.BODIES)
 _ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
             models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
             models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
-            models.WaitingAnswer, models.HealthAnswer, *schedules.ANSWERS)
+            models.WaitingAnswer, models.HealthAnswer, models.JobAnswer, *schedules.ANSWERS)
 _METRICS = {"text/plain": {"schema": {"type": "string", "description": "Prometheus text "
                                       "exposition format 0.0.4"}}}
 
@@ -80,6 +80,12 @@ def openapi_document() -> dict[str, Any]:
                 "post": _op("Start a run of a file in the processes directory",
                             "RunStatusAnswer", body="StartRun", ok=202),
             },
+            "/v1/runs/bulk": {"post": _op(
+                "Start a bulk action (cancel, retry, pause, unpause, gc, upgrade) over "
+                "every run a query selects; answers the job at once", "JobAnswer",
+                body="BulkBody", ok=202)},
+            "/v1/jobs/{job_id}": {"get": _op("A bulk action's progress", "JobAnswer",
+                                             params=("job_id",))},
             "/v1/runs/{run_id}": {"get": _op("One run: input, status, result or error, "
                                              "waits, children", "RunAnswer", params=run)},
             "/v1/runs/{run_id}/steps": {"get": _op("The run's journal", "StepsAnswer",

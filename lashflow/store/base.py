@@ -149,6 +149,13 @@ class RunQuery:
     until: float | None = None
     limit: int = 50
     cursor: str | None = None
+    # what a bulk action's ``--where`` adds (ADR 0032): any of these processes, deployed
+    # versions, error codes; ``updated_since <= updated_at < updated_until``
+    processes: tuple[str, ...] = ()
+    versions: tuple[int, ...] = ()
+    error_codes: tuple[str, ...] = ()
+    updated_since: float | None = None
+    updated_until: float | None = None
 
 
 @dataclass(slots=True)
@@ -349,6 +356,17 @@ class Store(abc.ABC):
         """Pause those of ``run_ids`` that are queued, running or waiting, in one
         transaction: status ``paused``, ``info`` (who, when, why) kept as the meta key
         ``paused``; waits, timers and leases are left as they are. Returns the ids paused."""
+
+    @abc.abstractmethod
+    async def count_runs(self, query: RunQuery) -> int:
+        """How many runs ``query`` selects, its limit and cursor aside (one COUNT)."""
+
+    @abc.abstractmethod
+    async def cancel_runs(self, run_ids: Collection[str], now: float,
+                          reason: str | None) -> list[str]:
+        """Request a cancel on those of ``run_ids`` that have not settled, in one
+        transaction; those no drive holds are queued so a drive settles them at once.
+        Returns the ids asked."""
 
     @abc.abstractmethod
     async def unpause_runs(self, run_ids: Collection[str], now: float) -> list[str]:

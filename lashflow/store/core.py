@@ -204,6 +204,15 @@ class CoreStore(ScheduleStore, Store):
             return []
         return await self._write(programs.pause_runs, list(run_ids), float(now), dict(info))
 
+    async def count_runs(self, query: RunQuery) -> int:
+        return int(await self._read(one, "run_count", query, scan=True))
+
+    async def cancel_runs(self, run_ids: Collection[str], now: float,
+                          reason: str | None) -> list[str]:
+        if not run_ids:
+            return []
+        return await self._write(programs.cancel_runs, list(run_ids), float(now), reason)
+
     async def unpause_runs(self, run_ids: Collection[str], now: float) -> list[str]:
         if not run_ids:
             return []

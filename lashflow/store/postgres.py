@@ -39,7 +39,7 @@ from .pg_wakeups import WorkListener, channel_for
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
-from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
+from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
 
 _C = 'COLLATE "C"'  # byte order for keys, as SQLite compares them
@@ -177,6 +177,12 @@ _ATTEMPT_UPSERT = ("ON CONFLICT (run_id, step_key, attempt) DO UPDATE SET status
                    "detail = EXCLUDED.detail, finished_at = EXCLUDED.finished_at")
 # A run that parks keeps an earlier wake time left on its row by ``wake`` while it was
 # running (a completion or signal that raced the park); LEAST ignores NULLs.
+def _json_field(column: str, key: str, as_int: bool) -> str:
+    """One key of a JSON text column (read as ``json``: the text is never reordered)."""
+    value = f"({column}::json ->> '{key}')"
+    return f"{value}::bigint" if as_int else value
+
+
 # A run paused while its drive was under way stays paused (ADR 0032).
 _KEPT = "(" + ", ".join(f"'{status}'" for status in KEPT_PAUSED) + ")"
 _WAKE_AT = "CASE WHEN {new}.status = 'waiting' THEN LEAST(r.wake_at, {new}.wake_at) ELSE {new}.wake_at END"
@@ -335,8 +341,12 @@ class _Statements(ScheduleStatements):
         return await conn.fetch(PARKED_WAITS.format(table="lashflow_runs"))
 
     async def run_page(self, conn: asyncpg.Connection, query: RunQuery) -> list[Any]:
-        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}")
+        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field)
         return await conn.fetch(sql, *params)
+
+    async def run_count(self, conn: asyncpg.Connection, query: RunQuery) -> int:
+        sql, params = count_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field)
+        return int(await conn.fetchval(sql, *params))
 
     async def journal_steps(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
         return await conn.fetch(
@@ -393,6 +403,15 @@ class _Statements(ScheduleStatements):
         return list(await conn.fetch(
             "SELECT run_id, status, meta FROM lashflow_runs WHERE run_id = ANY($1::text[]) "
             "ORDER BY run_id FOR UPDATE", run_ids))
+
+    async def request_cancels(self, conn: asyncpg.Connection,
+                              changes: list[tuple[str, str, str]], now: float) -> None:
+        await conn.execute(
+            "UPDATE lashflow_runs r SET status = u.status, meta = u.meta, cancel_requested = "
+            "TRUE, updated_at = $4 FROM unnest($1::text[], $2::text[], $3::text[]) AS "
+            "u(run_id, status, meta) WHERE r.run_id = u.run_id", [c[0] for c in changes],
+            [c[1] for c in changes], [c[2] for c in changes], now)
+        await conn.execute("SELECT pg_notify($1, '')", self.channel)  # claimable now
 
     async def set_status_meta(self, conn: asyncpg.Connection,
                               changes: list[tuple[str, str, str]], now: float) -> None:

@@ -253,6 +253,24 @@ def unpause_runs(run_ids: list[str], now: float) -> Program[list[str]]:
     return [run_id for run_id, _, _ in changed]
 
 
+def cancel_runs(run_ids: list[str], now: float, reason: str | None) -> Program[list[str]]:
+    """A cancel requested on each unsettled one of ``run_ids``; those no drive holds
+    (queued, waiting, paused, needs_attention) are queued, so the next drive settles
+    them ``cancelled`` (a cancel replays nothing); a running one's drive is told by the
+    watcher beside it, or its successor finds the request when it claims."""
+    changed = []
+    for run_id, status, meta_text in (yield "runs_for_update", (run_ids,)):
+        if status not in SETTLED:
+            meta = loads(meta_text) or {}
+            if reason:
+                meta["cancel_reason"] = reason
+            changed.append((run_id, "running" if status == "running" else "queued",
+                            dumps(meta)))
+    if changed:
+        yield "request_cancels", (changed, now)
+    return [run_id for run_id, _, _ in changed]
+
+
 # -- versions -----------------------------------------------------------------------------
 def version_from_row(row: Any) -> dict[str, Any]:
     return {"process": row[0], "version": int(row[1]), "source_hash": row[2],
@@ -365,7 +383,7 @@ STATEMENTS = frozenset({
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
     "unsettled_leases", "claim_free", "lease_of", "claim_swap", "renew", "request_cancel",
     "due_runs", "wake", "meta_for_update", "stop_requested", "runs_for_update",
-    "set_status_meta", "set_meta", "reopen_candidate", "requeue", "forget_completions",
+    "set_status_meta", "request_cancels", "run_count", "set_meta", "reopen_candidate", "requeue", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
     "versions_of", "insert_version", "move_candidate", "set_source",

@@ -40,7 +40,12 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
     raise UsageError(f"bad cursor {cursor[:40]!r}: pass the next_cursor a page returned")
 
 
-def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str]) -> tuple[str, list[Any]]:
+JsonField = Callable[[str, str, bool], str]
+"""How a dialect reads one key of a JSON text column: (column, key, as_int) -> SQL."""
+
+
+def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str],
+             json_field: JsonField) -> tuple[str, list[Any]]:
     """One SELECT for one page (``limit + 1`` rows: the extra one says a next page
     exists). ``placeholder(n)`` spells the n-th parameter (``?`` or ``$n``)."""
     params: list[Any] = []
@@ -50,17 +55,8 @@ def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str]) -> 
         return placeholder(len(params))
 
     def scan(status: str | None) -> str:
-        where = []
-        if status is not None:
-            where.append(f"status = {param(status)}")
-        if query.process is not None:
-            where.append(f"process = {param(query.process)}")
-        if query.parent is not None:
-            where.append(f"parent_run_id = {param(query.parent)}")
-        if query.since is not None:
-            where.append(f"created_at >= {param(query.since)}")
-        if query.until is not None:
-            where.append(f"created_at < {param(query.until)}")
+        where = [] if status is None else [f"status = {param(status)}"]
+        where += filters(query, param, json_field)  # after: ``?`` marks are positional
         if query.cursor is not None:
             created_at, run_id = decode_cursor(query.cursor)
             where.append(f"(created_at, run_id) < ({param(created_at)}, {param(run_id)})")
@@ -75,6 +71,48 @@ def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str]) -> 
                                for i, status in enumerate(statuses))
     return (f"SELECT * FROM ({parts}) AS page ORDER BY created_at DESC, run_id DESC "
             f"LIMIT {int(query.limit) + 1}"), params
+
+
+def filters(query: RunQuery, param: Callable[[Any], str], json_field: JsonField) -> list[str]:
+    """The conditions of ``query`` other than status and cursor, ANDed by the caller."""
+    where = []
+
+    def any_of(column: str, values: tuple[Any, ...]) -> None:
+        where.append(f"{column} IN ({', '.join(param(v) for v in values)})")
+
+    if query.process is not None:
+        where.append(f"process = {param(query.process)}")
+    if query.processes:
+        any_of("process", query.processes)
+    if query.parent is not None:
+        where.append(f"parent_run_id = {param(query.parent)}")
+    for column, low, high in (("created_at", query.since, query.until),
+                              ("updated_at", query.updated_since, query.updated_until)):
+        if low is not None:
+            where.append(f"{column} >= {param(float(low))}")
+        if high is not None:
+            where.append(f"{column} < {param(float(high))}")
+    if query.versions:
+        any_of(json_field("meta", "version", True), tuple(int(v) for v in query.versions))
+    if query.error_codes:
+        any_of(json_field("error", "code", False), query.error_codes)
+    return where
+
+
+def count_sql(query: RunQuery, table: str, placeholder: Callable[[int], str],
+              json_field: JsonField) -> tuple[str, list[Any]]:
+    """How many runs ``query`` selects (its limit and cursor aside): one COUNT."""
+    params: list[Any] = []
+
+    def param(value: Any) -> str:
+        params.append(value)
+        return placeholder(len(params))
+
+    where = ([f"status IN ({', '.join(param(s) for s in sorted(set(query.statuses)))})"]
+             if query.statuses else [])
+    where += filters(query, param, json_field)  # after: ``?`` marks are positional
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT COUNT(*) FROM {table}{clause}", params
 
 
 def summary_from_row(row: Any) -> RunSummary:
@@ -99,7 +137,7 @@ def page_of(rows: list[Any], query: RunQuery) -> RunPage:
     return RunPage(summaries, encode_cursor(last.created_at, last.run_id) if last else None)
 
 
-__all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "decode_cursor", "encode_cursor", "page_of", "page_sql",
+__all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "count_sql", "decode_cursor", "filters", "encode_cursor", "page_of", "page_sql",
            "summary_from_row"]
 
 

@@ -43,7 +43,7 @@ from .base import SCHEMA_VERSION, UNCHECKED_ROWS, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
-from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
+from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, run_values
 from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_schedules import ScheduleStatements
@@ -280,8 +280,12 @@ class _Statements(ScheduleStatements):
         return conn.execute(PARKED_WAITS.format(table="runs")).fetchall()
 
     def run_page(self, conn: sqlite3.Connection, query: RunQuery) -> list[Any]:
-        sql, params = page_sql(query, "runs", lambda n: "?")
+        sql, params = page_sql(query, "runs", lambda n: "?", _json_field)
         return conn.execute(sql, params).fetchall()
+
+    def run_count(self, conn: sqlite3.Connection, query: RunQuery) -> int:
+        sql, params = count_sql(query, "runs", lambda n: "?", _json_field)
+        return int(conn.execute(sql, params).fetchone()[0])
 
     def journal_steps(self, conn: sqlite3.Connection, run_id: str) -> list[Any]:
         return conn.execute(
@@ -336,6 +340,12 @@ class _Statements(ScheduleStatements):
     def runs_for_update(self, conn: sqlite3.Connection, run_ids: list[str]) -> list[Any]:
         return _chunked(conn, "SELECT run_id, status, meta FROM runs WHERE run_id IN ({})",
                         run_ids)
+
+    def request_cancels(self, conn: sqlite3.Connection, changes: list[tuple[str, str, str]],
+                        now: float) -> None:
+        conn.executemany("UPDATE runs SET status = ?, meta = ?, cancel_requested = 1, "
+                         "updated_at = ? WHERE run_id = ?",
+                         [(status, meta, now, run_id) for run_id, status, meta in changes])
 
     def set_status_meta(self, conn: sqlite3.Connection, changes: list[tuple[str, str, str]],
                         now: float) -> None:
@@ -523,6 +533,11 @@ class _Statements(ScheduleStatements):
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
+
+
+def _json_field(column: str, key: str, as_int: bool) -> str:
+    """One key of a JSON text column (NULL where the text is no JSON: never an error)."""
+    return f"(CASE WHEN json_valid({column}) THEN json_extract({column}, '$.{key}') END)"
 
 
 def _chunked(conn: sqlite3.Connection, sql: str, values: Sequence[Any]) -> list[Any]:

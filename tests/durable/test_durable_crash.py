@@ -252,3 +252,33 @@ def test_two_processes_resuming_one_run_one_drives_one_is_refused(tmp_path: Path
     [outcome] = json.loads(resumed.stdout)["recovered"]
     assert outcome["run_id"] == "dup-1" and outcome["result"] == 11
     assert calls(tmp_path, "last") == 1 and calls(tmp_path, "first") == 2
+
+
+def test_an_interrupted_charge_that_did_happen_is_resolved_by_hand(
+        tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """The operator checked the bank: the cut-off charge went through. resolve-step
+    records it (journaled with who and why), then the run finishes without charging
+    again."""
+    source = """
+    process p(n: int) {
+      a = await tools.first({ n: n })?
+      c = await tools.charge({ n: a })?
+      finish c
+    }
+    """
+    (tmp_path / "in_first.marker").write_text("skip")
+    start_and_kill(cli_env, tmp_path, source, "in_charge.marker", "pay-2", '{"n": 1}')
+    stuck = run_cli(cli_env, "resume", "pay-2", "--json")
+    assert json.loads(stuck.stdout)["status"] == "needs_attention"
+    resolved = run_cli(cli_env, "resolve-step", "pay-2", "2", "--result",
+                       '{"charged": 2}', "--reason", "bank statement shows it",
+                       "--tools", str(tmp_path / "flow.py"), "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    assert json.loads(resolved.stdout)["status"] == "queued"
+    done = run_cli(cli_env, "resume", "pay-2", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == {"charged": 2}
+    assert calls(tmp_path, "charge") == 1  # never charged twice
+    [charge] = [s for s in steps(cli_env, "pay-2") if s["tool"] == "tools.charge"]
+    last = charge["attempt_log"][-1]
+    assert last["status"] == "ok" and "bank statement shows it" in last["message"]

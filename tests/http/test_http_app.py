@@ -206,6 +206,27 @@ async def test_pause_and_unpause_over_http(served: Any) -> None:
     assert again.status_code == 400 and again.json()["error"]["code"] == "run_not_paused"
 
 
+async def test_a_bulk_action_over_http_is_a_job_whose_progress_reads(served: Any) -> None:
+    engine, client, _ = served
+    for i in range(3):
+        await engine.run('sleep for "1h"\nfinish 1', run_id=f"b{i}")
+    bad = await client.post("/v1/runs/bulk", headers=AUTH,
+                            json={"action": "pause", "where": "colour=red"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "usage_error"
+    started = await client.post("/v1/runs/bulk", headers=AUTH, json={
+        "action": "pause", "where": "status=waiting", "reason": "bulk"})
+    assert started.status_code == 202
+    job_id = started.json()["job_id"]
+    while (job := (await client.get(f"/v1/jobs/{job_id}", headers=AUTH)).json())[
+            "state"] == "running":
+        await asyncio.sleep(0.02)
+    assert (job["state"], job["matched"], job["acted"]) == ("done", 3, 3)
+    paused = (await client.get("/v1/runs?status=paused", headers=AUTH)).json()["runs"]
+    assert {r["run_id"] for r in paused} == {"b0", "b1", "b2"}
+    missing = await client.get("/v1/jobs/job_nope", headers=AUTH)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_job"
+
+
 async def test_the_openapi_document_describes_the_bodies(served: Any) -> None:
     _, client, _ = served
     doc = (await client.get("/openapi.json")).json()
@@ -244,6 +265,8 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
     [step] = await engine.steps(run_id)
     other, _ = await parked(engine)
     held, _ = await parked(engine)
+    job = (await client.post("/v1/runs/bulk", headers=AUTH,
+                             json={"action": "gc", "where": "all", "dry_run": True})).json()
     calls = [
         ("GET", "/v1/runs", "/v1/runs", None),
         ("POST", "/v1/runs", "/v1/runs", {"file": "fulfill.lash", "input": {
@@ -261,6 +284,9 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
         ("POST", "/v1/runs/{run_id}/retry", f"/v1/runs/{other}/retry", None),
         ("POST", "/v1/runs/{run_id}/pause", f"/v1/runs/{held}/pause", {"reason": "r"}),
         ("POST", "/v1/runs/{run_id}/unpause", f"/v1/runs/{held}/unpause", None),
+        ("POST", "/v1/runs/bulk", "/v1/runs/bulk", {"action": "pause", "where": "all",
+                                                    "dry_run": True}),
+        ("GET", "/v1/jobs/{job_id}", f"/v1/jobs/{job['job_id']}", None),
         ("GET", "/healthz", "/healthz", None),
     ]
     # the schedules routes are checked in tests/schedules/test_schedules_http.py

@@ -26,7 +26,10 @@ from ...json_input import read_json
 from ...json_text import pretty
 from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
+from ...durable.bulk import ACTIONS
 from ..credentials import client_of
+from ..jobs import Jobs
+from .bulk import BulkPages
 from ..throttle import Throttle
 from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
@@ -67,8 +70,9 @@ def _seconds(start: float | None, end: float | None) -> str:
 
 class Console:
     def __init__(self, engine: Any, config: ConsoleConfig, throttle: Throttle,
-                 sessions: Sessions) -> None:
+                 sessions: Sessions, jobs: Jobs | None = None) -> None:
         self.engine = engine
+        self.jobs = jobs if jobs is not None else Jobs(engine)
         self.config = config
         self.signer = Signer(config.token)
         self.throttle = throttle
@@ -95,6 +99,7 @@ class Console:
             Route("/runs/{run_id}/fork", self.form(self.fork), methods=["POST"]),
             Route("/runs/{run_id}/signal", self.form(self.signal), methods=["POST"]),
             *SchedulePages(self).routes(),
+            *BulkPages(self, self.jobs).routes(),
         ]
         return [
             Route("/", self.home),
@@ -212,8 +217,10 @@ class Console:
         page, filters = await self._page_of_runs(request)
         more = (urlencode({**{k: v for k, v in filters.items() if v},
                            "cursor": page.next_cursor}) if page.next_cursor else "")
+        where = " and ".join(f"{key}={value}" for key, value in filters.items() if value)
         return self.render(request, "runs.html", page=page, filters=filters, more=more,
-                           statuses=RUN_STATUSES, query=request.url.query)
+                           statuses=RUN_STATUSES, query=request.url.query, where=where,
+                           actions=ACTIONS)
 
     async def run_rows(self, request: Request) -> Response:
         page, _ = await self._page_of_runs(request)
