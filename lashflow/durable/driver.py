@@ -31,7 +31,8 @@ from ..tools.clock import Clock
 from .canonical import digest
 from .cancels import CancelWatcher
 from .pauses import paused_message
-from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
+from .endings import (Drained, FailTurn, NeedsAttention, PausedOnExhausted, ReplayMismatch,
+                      RunCancelled)
 from .events import Events
 from .host import DurableHost
 from .journal import DriveFlags, RunJournal
@@ -369,6 +370,13 @@ class Driver:
                                wake_at=min(due) if due else None)
         except Drained:
             change = RunChange("queued")
+        except PausedOnExhausted as exc:  # who, when and why shown as any pause's
+            info = {"by": "retry policy", "at": self.clock.now(), "reason": exc.message,
+                    "step": exc.step, "was": "running"}
+            await self.store.update_meta(run.run_id, lambda meta: meta.__setitem__("paused",
+                                                                                   info))
+            run.meta["paused"] = info
+            change = RunChange("paused", error={"code": exc.code, "message": exc.message})
         except RunCancelled:
             return await self._settle_cancelled(drive, host)
         except (ReplayMismatch, NeedsAttention) as exc:

@@ -35,4 +35,15 @@ class FailTurn(LashflowError):
     code = "tool_completion_timeout"
 
 
-__all__ = ["Drained", "FailTurn", "NeedsAttention", "ReplayMismatch", "RunCancelled"]
+class PausedOnExhausted(LashflowError):
+    """A call's retries ran out and its tool (or the run) says pause: the run waits for
+    an operator, the last error shown."""
+
+    code = "retries_exhausted"
+
+    def __init__(self, message: str, *, step: str, tool: str) -> None:
+        super().__init__(message)
+        self.step, self.tool = step, tool
+
+
+__all__ = ["PausedOnExhausted", "Drained", "FailTurn", "NeedsAttention", "ReplayMismatch", "RunCancelled"]

@@ -32,6 +32,7 @@ from . import export as exported
 from .events import Events, Listener
 from .bulk import Bulk, BulkReport, Progress
 from .pauses import Pauses
+from ..tools.definition import ON_EXHAUSTED
 from .resolve import MISSING, Resolver
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
@@ -113,6 +114,9 @@ class Engine:
                                     self.verifier, self.clock)
         self.worker.scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
         self.schedules = Schedules(self, self.worker.scheduler)
+        # process name (or "*" for every one) -> what its runs do when a call's retries
+        # run out ("fail" or "pause"), unless the run or the tool says otherwise
+        self.exhausted_defaults: dict[str, str] = {}
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
 
@@ -171,32 +175,39 @@ class Engine:
 
     # -- starting ---------------------------------------------------------------------------
     async def create(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
-                     input: Any = None, run_id: str | None = None) -> RunRecord:
+                     input: Any = None, run_id: str | None = None, *,
+                     on_exhausted: str | None = None) -> RunRecord:
         """Validate and store a new run (status ``queued``) without driving it."""
-        run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False)
+        run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False,
+                                       on_exhausted=on_exhausted)
         return run
 
     async def start(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
-                    input: Any = None, run_id: str | None = None) -> RunHandle:
+                    input: Any = None, run_id: str | None = None, *,
+                    on_exhausted: str | None = None) -> RunHandle:
         """Store a new run and drive it in the background."""
         run, compiled, created = await self._create(source_or_path, process, input, run_id,
-                                                    claim=True)
+                                                    claim=True, on_exhausted=on_exhausted)
         fresh = (run, compiled) if created else None
         return RunHandle(run.run_id, self.driver.spawn(run.run_id, fresh=fresh))
 
     async def run(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
-                  input: Any = None, run_id: str | None = None) -> RunOutcome:
+                  input: Any = None, run_id: str | None = None, *,
+                  on_exhausted: str | None = None) -> RunOutcome:
         """Store a new run and drive it until it settles or parks. The same ``run_id``
-        with the same source and input gives back the existing run."""
+        with the same source and input gives back the existing run. ``on_exhausted=
+        "pause"``: a call whose retries run out pauses the run for an operator instead of
+        failing (whatever its tool says; ``Engine.exhausted_defaults`` sets it for every
+        run of a process)."""
         run, compiled, created = await self._create(source_or_path, process, input, run_id,
-                                                    claim=True)
+                                                    claim=True, on_exhausted=on_exhausted)
         if created:
             return await self.driver.spawn(run.run_id, fresh=(run, compiled))
         return await self.driver.join(run.run_id)
 
     async def _create(self, source_or_path: str | os.PathLike[str] | None, process: str | None,
-                      input: Any, run_id: str | None, *,
-                      claim: bool) -> tuple[RunRecord, Compiled, bool]:
+                      input: Any, run_id: str | None, *, claim: bool,
+                      on_exhausted: str | None = None) -> tuple[RunRecord, Compiled, bool]:
         """Store a new run; returns (run as stored, compiled, created by this call).
 
         With ``claim`` a new run is stored already ``running`` under this engine's lease
@@ -214,6 +225,13 @@ class Engine:
             meta={"file": source.path, "tool_modules": sorted(self.tools.loaded_modules)})
         if deployed is not None:
             run.meta["version"] = deployed.version
+        chosen = on_exhausted or self.exhausted_defaults.get(process_name or "") \
+            or self.exhausted_defaults.get("*")
+        if chosen is not None:
+            if chosen not in ON_EXHAUSTED:
+                raise InputInvalid(f"on_exhausted is one of {', '.join(ON_EXHAUSTED)}, not "
+                                   f"{chosen!r}", path="on_exhausted")
+            run.meta["on_exhausted"] = chosen
         if self.telemetry is not None and self.telemetry.tracing is not None:
             run.meta["trace"] = self.telemetry.tracing.origin(process_name, run.run_id)
         if claim:

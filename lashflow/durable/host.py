@@ -19,7 +19,8 @@ from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits, too_deep
 from ..interp.values import from_json, to_json
 from ..store import RunRecord, StepRecord
-from .endings import Drained, FailTurn, NeedsAttention, ReplayMismatch, RunCancelled
+from .endings import (Drained, FailTurn, NeedsAttention, PausedOnExhausted, ReplayMismatch,
+                      RunCancelled)
 from .journal import DriveFlags, RunJournal
 from .outcome import Wait
 from .prints import Prints
@@ -129,11 +130,23 @@ class DurableHost:
                                         [(call, decision) for _, call, decision in fresh])
             for (index, _, _), answer in zip(fresh, ran):
                 answers[index] = answer
+            self._pause_if_exhausted([call for _, call, _ in fresh])
         waits = [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
                  for call, answer in zip(calls, answers) if answer is PARKED]
         if waits:
             raise fx.Parked(waits)
         return [from_json(answer) for answer in answers]
+
+    def _pause_if_exhausted(self, ran: list[fx.ToolCall]) -> None:
+        """A call whose retries just ran out pauses the run where its tool (or the run)
+        asks for it; its outcome is recorded with the run's pause (ADR 0032)."""
+        for call in ran:
+            last = self.journal.exhausted.pop(call.step, None)
+            if last is not None and self.tools.pauses_when_exhausted(
+                    call, self.run.meta.get("on_exhausted")):
+                raise PausedOnExhausted(
+                    f"{call.module}.{call.operation} ran out of retries: {last}",
+                    step=call.step, tool=f"{call.module}.{call.operation}")
 
     # -- processes ---------------------------------------------------------------------------
     async def _start(self, effect: fx.StartProcess) -> Any:

@@ -44,6 +44,7 @@ class RunJournal:
         self.generation = generation
         self.clock = clock
         self.events = events
+        self.exhausted: dict[str, str] = {}  # step -> last error, of calls out of retries
 
     async def commit(self, steps: Sequence[StepRecord] = (),
                      attempts: Sequence[AttemptRecord] = ()) -> None:

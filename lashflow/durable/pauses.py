@@ -73,6 +73,10 @@ class Pauses:
         if run.status != "paused":
             raise UsageError(f"run {run_id} is {run.status}, not paused; nothing to unpause",
                              code="run_not_paused")
+        if "step" in (run.meta.get("paused") or {}):  # its retry policy paused it
+            raise UsageError(f"run {run_id} was paused by the retry policy of step "
+                             f"{run.meta['paused']['step']}: `lashflow retry {run_id}` runs "
+                             "that call again", code="run_not_paused")
         await self.store.unpause_runs([run_id], self.clock.now())
         return RunStatus((await self.reads.require(run_id)).status)
 

@@ -317,6 +317,12 @@ class ToolRunner:
     def idempotent(self, call: ToolCallEffect) -> bool:
         return self.registry.get(call.module, call.operation).definition.idempotent
 
+    def pauses_when_exhausted(self, call: ToolCallEffect, run_default: str | None) -> bool:
+        """Whether running out of retries pauses the run: the tool says so, or the run
+        (or its process) was started with ``on_exhausted="pause"``."""
+        found = self.registry.get(call.module, call.operation).definition.on_exhausted
+        return found == "pause" or run_default == "pause"
+
     async def run_calls(self, journal: RunJournal, cancel: CancelSignal,
                         calls: list[tuple[ToolCallEffect, Decision]]) -> list[Any]:
         """Run fresh (or interrupted) calls as one concurrent batch, each from the attempt
@@ -352,6 +358,8 @@ class ToolRunner:
                 answers.append(PARKED)
                 pending.append((index, result))
                 continue
+            if outcome.status is OutcomeStatus.EXHAUSTED:
+                journal.exhausted[result.step_key] = outcome.message or str(outcome.code)
             if result.step_key not in attempts_journal.committed:
                 steps.append(attempts_journal.step(result.step_key, "done", outcome.to_json()))
                 final = attempts_journal.final.get(result.step_key)

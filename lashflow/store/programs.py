@@ -241,13 +241,18 @@ def pause_runs(run_ids: list[str], now: float, info: dict[str, Any]) -> Program[
 
 def unpause_runs(run_ids: list[str], now: float) -> Program[list[str]]:
     """Paused runs go back in the queue: a worker replays each to where it stood, and a
-    wait whose deadline passed meanwhile meets it then."""
+    wait whose deadline passed meanwhile meets it then. A run its retry policy paused is
+    left (``retry`` continues it by running the call again: a replay would hand the
+    program the exhausted error)."""
     changed = []
     for run_id, status, meta_text in (yield "runs_for_update", (run_ids,)):
-        if status == "paused":
-            meta = loads(meta_text) or {}
-            meta.pop("paused", None)
-            changed.append((run_id, "queued", dumps(meta)))
+        if status != "paused":
+            continue
+        meta = loads(meta_text) or {}
+        if "step" in (meta.get("paused") or {}):
+            continue
+        meta.pop("paused", None)
+        changed.append((run_id, "queued", dumps(meta)))
     if changed:
         yield "set_status_meta", (changed, now)
     return [run_id for run_id, _, _ in changed]

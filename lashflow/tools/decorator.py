@@ -49,6 +49,7 @@ class FunctionTool:
         max_concurrency: int | None = None,
         output_tail: bool = False,
         cancel_external: Callable[[str], Any] | None = None,
+        on_exhausted: str = "fail",
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@tool needs an `async def` function, got {fn!r}")
@@ -108,6 +109,7 @@ class FunctionTool:
             idempotent=idempotent,
             max_concurrency=max_concurrency,
             output_tail=output_tail,
+            on_exhausted=on_exhausted,
         )
 
     def _model(self) -> Any:
@@ -204,6 +206,7 @@ def tool(
     max_concurrency: int | None = None,
     output_tail: bool = False,
     cancel_external: Callable[[str], Any] | None = None,
+    on_exhausted: str = "fail",
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 

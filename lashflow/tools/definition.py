@@ -18,6 +18,7 @@ from lashflow.tools.retry import RetryPolicy
 __all__ = ["RegisteredTool", "ToolDefinition", "ToolObject", "ToolProvider"]
 
 ANY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
+ON_EXHAUSTED = ("fail", "pause")  # what a call whose retries ran out does to its run
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,9 @@ class ToolDefinition:
 
     ``idempotent=False`` means an attempt interrupted by a crash must not simply run
     again (the run stops in ``needs_attention``); ``output_tail`` makes the budget keep
-    the end of big outputs; ``max_concurrency`` caps calls in flight engine-wide.
+    the end of big outputs; ``max_concurrency`` caps calls in flight engine-wide;
+    ``on_exhausted="pause"``: when the retry policy runs out, the run is paused for an
+    operator (the last error shown; ``retry`` continues it) instead of the call failing.
     """
 
     id: str
@@ -39,6 +42,7 @@ class ToolDefinition:
     idempotent: bool = True
     max_concurrency: int | None = None
     output_tail: bool = False
+    on_exhausted: str = "fail"
 
     def __post_init__(self) -> None:
         if not self.id.strip() or not self.name.strip():
@@ -47,6 +51,9 @@ class ToolDefinition:
             raise ValueError("a tool's module cannot be blank")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if self.on_exhausted not in ON_EXHAUSTED:
+            raise ValueError(f"on_exhausted is one of {', '.join(ON_EXHAUSTED)}, not "
+                             f"{self.on_exhausted!r}")
 
     @classmethod
     def raw(
