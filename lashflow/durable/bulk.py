@@ -27,7 +27,7 @@ from .selection import parse_where
 
 ACTIONS = ("cancel", "retry", "pause", "unpause", "gc", "upgrade")
 PAGE = 1000  # runs read, and acted on, per statement
-PARALLEL = 16  # runs of a page retried or upgraded at once
+PARALLEL = 128  # runs of a page retried or upgraded at once (their writes share commits)
 SAMPLE = 20  # run ids a report keeps, for a person to check
 
 ELIGIBLE: dict[str, Callable[[str], bool]] = {

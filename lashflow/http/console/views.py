@@ -245,7 +245,7 @@ class Console:
         return self.render(request, "run.html", run=detail, graph=drawing,
                            signals=signals or [], settled=settled,
                            stopped=detail.status.value in ("failed", "cancelled",
-                                                           "needs_attention"))
+                                                           "needs_attention", "paused"))
 
     async def run_state(self, request: Request) -> Response:
         summary = (await self.engine.run_detail(request.path_params["run_id"])).summary
