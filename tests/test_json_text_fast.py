@@ -39,7 +39,9 @@ def _same(fast: Callable[[Any], str], standard: Callable[[Any], str], value: Any
 
 
 def test_the_compiled_encoder_is_in_use() -> None:
-    assert json_text.orjson is not None  # a dependency: the fast path is what runs
+    # a dependency since ADR 0034: an environment installed before it needs
+    # `pip install -e '.[dev]'` again (or `pip install orjson`)
+    assert json_text.orjson is not None, "orjson is not installed: pip install -e '.[dev]'"
     for _, fast, standard in PAIRS:
         assert fast is not standard
 
