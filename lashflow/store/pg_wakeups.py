@@ -127,7 +127,10 @@ class WorkListener:
                                                   server_settings=self._settings,
                                                   **self.options)
         lost = asyncio.Event()
-        conn.add_termination_listener(lambda _: lost.set())
+        def on_lost(_: object) -> None:
+            lost.set()
+            self._wanted.set()
+        conn.add_termination_listener(on_lost)
         await conn.add_listener(self.channel, self._on_notify)
         self.connected = True
         self.work.set()  # notifications sent while we were not listening are gone: look once
@@ -142,13 +145,9 @@ class WorkListener:
                 async with self._changed:
                     self._locked.add(owner)
                     self._changed.notify_all()
-            wanted = asyncio.ensure_future(self._wanted.wait())
-            ended = asyncio.ensure_future(lost.wait())
-            done, _ = await asyncio.wait([wanted, ended], timeout=_PING_EVERY,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            wanted.cancel()
-            ended.cancel()
-            if not done:
+            try:  # until lost (which sets it too), an owner to lock, or time to ping
+                await asyncio.wait_for(self._wanted.wait(), _PING_EVERY)
+            except asyncio.TimeoutError:
                 await conn.fetchval("SELECT 1", timeout=self.connect_timeout)
         raise ConnectionError("the listening connection was closed")
 
