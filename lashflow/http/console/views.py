@@ -27,6 +27,7 @@ from ...json_text import pretty
 from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
 from ..credentials import client_of
+from ..sse import feed_stream, run_stream
 from ..throttle import Throttle
 from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
@@ -86,6 +87,8 @@ class Console:
             Route("/runs/rows", self.page(self.run_rows)),
             Route("/runs/{run_id}", self.page(self.run)),
             Route("/runs/{run_id}/state", self.page(self.run_state)),
+            Route("/runs/{run_id}/events", self.page(self.run_events)),
+            Route("/events", self.page(self.feed)),
             Route("/runs/{run_id}/output/{step}", self.page(self.output)),
             Route("/runs/{run_id}/verify", self.page(self.verify)),
             Route("/runs/{run_id}/cancel", self.form(self.cancel), methods=["POST"]),
@@ -242,6 +245,14 @@ class Console:
         summary = (await self.engine.run_detail(request.path_params["run_id"])).summary
         return JSONResponse({"status": summary.status.value, "updated_at": summary.updated_at},
                             headers=HEADERS)
+
+    async def run_events(self, request: Request) -> Response:
+        """The run's events as the API streams them, for the page's live view."""
+        return await run_stream(self.engine, request)
+
+    async def feed(self, request: Request) -> Response:
+        """Every run's events (``?process=``), for the runs page's live list."""
+        return await feed_stream(self.engine, request)
 
     async def output(self, request: Request) -> Response:
         run_id, step = request.path_params["run_id"], request.path_params["step"]
