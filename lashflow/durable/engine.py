@@ -453,6 +453,10 @@ class Engine:
         await self.reads.require(run_id)
         return await self.store.run_events(run_id, after, limit)
 
+    async def last_event(self, run_id: str) -> int:
+        """The offset of the run's last recorded event (0: none)."""
+        return await self.store.last_event(run_id)
+
     async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent]:
         """The run's events after offset ``after`` and then each new one as it is
         written, each once and in order (``unknown_run`` at once for a run not there)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from typing import Any, AsyncIterator
 
 from starlette.requests import Request
@@ -42,9 +43,22 @@ def run_offset(text: str | None) -> int:
     return int(text)
 
 
+_FRAMES: "OrderedDict[tuple[str, int, str, float], bytes]" = OrderedDict()
+_FRAMES_KEPT = 4096
+
+
 def frame(event: Any, ident: str) -> bytes:
-    return (f"id: {ident}\nevent: {event.kind}\ndata: {ascii_compact(event.to_json())}\n\n"
-            .encode())
+    """The event's SSE frame, encoded once however many subscribers get it (the last
+    ``_FRAMES_KEPT`` frames are kept)."""
+    key = (event.run_id, event.seq, ident, event.at)
+    found = _FRAMES.get(key)
+    if found is None:
+        found = (f"id: {ident}\nevent: {event.kind}\n"
+                 f"data: {ascii_compact(event.to_json())}\n\n").encode()
+        _FRAMES[key] = found
+        if len(_FRAMES) > _FRAMES_KEPT:
+            _FRAMES.popitem(last=False)
+    return found
 
 
 async def _frames(events: AsyncIterator[Any], by_cursor: bool) -> AsyncIterator[bytes]:

@@ -447,6 +447,10 @@ class Store(abc.ABC):
         (``store.events.RunEvent``)."""
 
     @abc.abstractmethod
+    async def last_event(self, run_id: str) -> int:
+        """The run's last event offset (0: none yet)."""
+
+    @abc.abstractmethod
     async def feed(self, after: str, limit: int = 500,
                    process: str | None = None) -> list[Any]:
         """Events of every run (or of ``process``'s runs) after the feed cursor ``after``

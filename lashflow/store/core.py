@@ -254,6 +254,9 @@ class CoreStore(ScheduleStore, Store):
         rows = await self._read(one, "run_events", run_id, int(after), int(limit))
         return [event_from_row(row) for row in rows]
 
+    async def last_event(self, run_id: str) -> int:
+        return int(await self._read(one, "last_event", run_id))
+
     async def feed(self, after: str, limit: int = 500,
                    process: str | None = None) -> list[RunEvent]:
         rows = await self._read(one, "feed", after, process, int(limit))

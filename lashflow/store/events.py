@@ -50,6 +50,10 @@ def _small(into: dict[str, Any], name: str, value: Any) -> None:
     """``into[name] = value`` if its JSON is small, else ``into[name + "_truncated"]``."""
     if value is None:
         return
+    if isinstance(value, (bool, int, float)) or isinstance(value, str) and \
+            len(value) * 6 <= VALUE_LIMIT:
+        into[name] = value  # small whatever its escapes: no encoding to measure it
+        return
     text = dumps(value)
     if len(text) <= VALUE_LIMIT:
         into[name] = value

@@ -374,6 +374,10 @@ class _Statements(ScheduleStatements):
             _EVENTS_FEED.format(join="JOIN lashflow_runs r ON r.run_id = e.run_id",
                                 where="AND r.process = $4"), str(tx), ident, limit, process)
 
+    async def last_event(self, conn: asyncpg.Connection, run_id: str) -> int:
+        return int(await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM lashflow_events "
+                                       "WHERE run_id = $1", run_id))
+
     async def feed_head(self, conn: asyncpg.Connection) -> str:
         return f"{await conn.fetchval('SELECT pg_snapshot_xmin(pg_current_snapshot())')}.0"
 

@@ -296,6 +296,10 @@ class _Statements(ScheduleStatements):
             "r.run_id = e.run_id WHERE e.id > ? AND r.process = ? ORDER BY e.id LIMIT ?",
             (start, process, limit)).fetchall()
 
+    def last_event(self, conn: sqlite3.Connection, run_id: str) -> int:
+        return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?",
+                                (run_id,)).fetchone()[0])
+
     def feed_head(self, conn: sqlite3.Connection) -> str:
         return str(conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
 

@@ -29,6 +29,7 @@ from ...tools import ToolResult
 from ..credentials import client_of
 from ..sse import feed_stream, run_stream
 from ..throttle import Throttle
+from .gantt_svg import gantt_svg
 from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
 
@@ -236,7 +237,11 @@ class Console:
                 drawing = None
             signals = _declared_signals(source, detail.summary.process)
         settled = detail.status.value in SETTLED
-        return self.render(request, "run.html", run=detail, graph=drawing,
+        updated = detail.summary.updated_at
+        gantt = gantt_svg(detail.steps, detail.summary.created_at,
+                          updated if settled else max(updated, self.engine.clock.now()))
+        return self.render(request, "run.html", run=detail, graph=drawing, gantt=gantt,
+                           events_after=await self.engine.last_event(run_id),
                            signals=signals or [], settled=settled,
                            stopped=detail.status.value in ("failed", "cancelled",
                                                            "needs_attention"))
