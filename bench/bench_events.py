@@ -21,53 +21,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' `lashflow serve` runner
+
+from serve_support import TOKEN, Server  # noqa: E402
 
 from lashflow.store import Commit, RunRecord, StepRecord, open_store  # noqa: E402
-
-TOKEN = "bench-events-token-0123456789"
 GOAL_P99_MS = 20.0
 
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-class Serve:
-    def __init__(self, db: str, folder: Path) -> None:
-        env = dict(os.environ, LASHFLOW_API_TOKEN=TOKEN, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lashflow", "serve", "--port", "0", "--db", db,
-             "--no-worker", "--max-connections", "1200"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=folder)
-        self.url = ""
-        up = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                found = re.search(r"listening on (http://\S+)", line)
-                if found:
-                    self.url = found.group(1)
-                    up.set()
-        threading.Thread(target=read, daemon=True).start()
-        if not up.wait(60):
-            self.proc.kill()
-            raise SystemExit("lashflow serve did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(60)
 
 
 async def subscriber(url: str, run_id: str, seen: dict[int, list[float]],
@@ -97,7 +68,9 @@ async def subscriber(url: str, run_id: str, seen: dict[int, list[float]],
 
 async def measure(db: str, folder: Path, subscribers: int, events: int,
                   gap: float) -> dict[str, float]:
-    serve = Serve(db, folder)
+    (folder / "processes").mkdir(exist_ok=True)
+    serve = Server(folder, db, "--no-worker", "--max-connections", "1200")
+    serve.start()
     store = open_store(db)
     await store.open()
     run_id = f"bench-{subscribers}-{time.time_ns()}"
