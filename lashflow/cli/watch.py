@@ -170,6 +170,8 @@ def watch(
                 live.start()
             try:
                 async for event in events:
+                    if event is None:  # a quiet while
+                        continue
                     state.apply(event)
                     if live is not None:
                         live.update(_view(state, inv.when), refresh=True)

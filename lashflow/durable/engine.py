@@ -457,14 +457,15 @@ class Engine:
         """The offset of the run's last recorded event (0: none)."""
         return await self.store.last_event(run_id)
 
-    async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent]:
+    async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent | None]:
         """The run's events after offset ``after`` and then each new one as it is
-        written, each once and in order (``unknown_run`` at once for a run not there)."""
+        written, each once and in order (``unknown_run`` at once for a run not there);
+        None now and then while nothing happens (a moment for a keep-alive)."""
         await self.reads.require(run_id)
         return self.live.run_events(run_id, after)
 
     async def subscribe_feed(self, after: str | None = None,
-                             process: str | None = None) -> AsyncIterator[RunEvent]:
+                             process: str | None = None) -> AsyncIterator[RunEvent | None]:
         """Events of every run (or of ``process``'s runs) after a feed cursor (an event's
         ``cursor``; None: from now on), each once, in commit order (``usage_error`` at
         once for a cursor this database never gave)."""

@@ -25,6 +25,7 @@ from ..store.events import RunEvent
 
 PAGE = 500
 HUB_INTERVAL = 0.005  # seconds between two reads of the feed while anyone listens
+IDLE = 5.0  # seconds without news after which a subscriber reads the store itself
 
 
 class _Subscriber:
@@ -75,8 +76,8 @@ class EventHub:
         finally:
             self._ready.set()
         while self._by_run:
-            try:
-                found = await self.store.feed(self._cursor, PAGE)
+            try:  # the newest rows, not only those past PostgreSQL's horizon: sooner
+                found = await self.store.feed(self._cursor, PAGE, settled=False)
             except Exception:  # noqa: BLE001 - the database is away: try again later
                 found = []
                 await asyncio.sleep(self.interval * 20)
@@ -106,9 +107,12 @@ class EventHub:
                 await task
 
     # -- subscriptions ---------------------------------------------------------------------
-    async def run_events(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent]:
+    async def run_events(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent | None]:
         """The run's events after offset ``after``, then each new one as it is written,
-        in offset order, each once; until the caller stops iterating."""
+        in offset order, each once; until the caller stops iterating. After ``IDLE``
+        seconds without news it reads the store (the hub reads PostgreSQL's newest rows,
+        and a row whose transaction committed after a later one's could pass it by) and
+        yields None (a moment for a keep-alive)."""
         sub = _Subscriber(run_id)
         await self._join(sub)
         try:
@@ -118,7 +122,13 @@ class EventHub:
                 yield event
                 last = event.seq
             while True:
-                for event in await sub.queue.get():
+                try:
+                    async with asyncio.timeout(IDLE):
+                        found = await sub.queue.get()
+                except TimeoutError:
+                    found = await self.store.run_events(run_id, last, PAGE)
+                    yield None
+                for event in found:
                     if event.seq <= last:
                         continue
                     if event.seq > last + 1:  # missed: the store has it
@@ -133,9 +143,9 @@ class EventHub:
             self._leave(sub)
 
     async def feed(self, after: str | None = None,
-                   process: str | None = None) -> AsyncIterator[RunEvent]:
+                   process: str | None = None) -> AsyncIterator[RunEvent | None]:
         """Events of every run (or ``process``'s) after the feed cursor ``after`` (None:
-        from now on), in commit order, each once."""
+        from now on), in commit order, each once; None after ``IDLE`` quiet seconds."""
         sub = _Subscriber(None)
         await self._join(sub)
         try:
@@ -146,7 +156,11 @@ class EventHub:
                                              cursor, lambda event: event.cursor):
                     yield event
                     cursor = event.cursor
-                await sub.woken.wait()
+                try:
+                    async with asyncio.timeout(IDLE):
+                        await sub.woken.wait()
+                except TimeoutError:
+                    yield None
         finally:
             self._leave(sub)
 

@@ -11,8 +11,6 @@ from closing a quiet stream.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict
 from typing import Any, AsyncIterator
 
@@ -22,7 +20,7 @@ from starlette.responses import StreamingResponse
 from ..errors import UsageError
 from ..json_text import ascii_compact
 
-HEARTBEAT = 15.0
+HEARTBEAT_EVERY = 3  # idle ticks of the events (``durable.live.IDLE`` s) per keep-alive
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -62,30 +60,20 @@ def frame(event: Any, ident: str) -> bytes:
 
 
 async def _frames(events: AsyncIterator[Any], by_cursor: bool) -> AsyncIterator[bytes]:
+    """No task per event: a thousand subscribers of one run are a thousand generators
+    woken once per event."""
     yield b"retry: 1000\n\n"
-    iterator = events.__aiter__()
-    pending: asyncio.Future[Any] | None = None
+    idle = 0
     try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=HEARTBEAT)
-            if not done:
-                yield b": keep-alive\n\n"
+        async for event in events:
+            if event is None:  # a quiet while
+                idle += 1
+                if idle % HEARTBEAT_EVERY == 0:
+                    yield b": keep-alive\n\n"
                 continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            finally:
-                pending = None
             yield frame(event, event.cursor if by_cursor else str(event.seq))
     finally:
-        if pending is not None:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
-        aclose = getattr(iterator, "aclose", None)
+        aclose = getattr(events, "aclose", None)
         if aclose is not None:
             await aclose()
 

@@ -451,11 +451,13 @@ class Store(abc.ABC):
         """The run's last event offset (0: none yet)."""
 
     @abc.abstractmethod
-    async def feed(self, after: str, limit: int = 500,
-                   process: str | None = None) -> list[Any]:
+    async def feed(self, after: str, limit: int = 500, process: str | None = None, *,
+                   settled: bool = True) -> list[Any]:
         """Events of every run (or of ``process``'s runs) after the feed cursor ``after``
         ("" is the beginning), in an order a later call never goes back on: each event's
-        ``cursor`` resumes after it."""
+        ``cursor`` resumes after it. ``settled=False``: the newest committed rows even
+        where an older transaction may still add rows before them (PostgreSQL; sooner,
+        but a later read after the same cursor can miss those)."""
 
     @abc.abstractmethod
     async def feed_head(self) -> str:

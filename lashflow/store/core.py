@@ -257,9 +257,9 @@ class CoreStore(ScheduleStore, Store):
     async def last_event(self, run_id: str) -> int:
         return int(await self._read(one, "last_event", run_id))
 
-    async def feed(self, after: str, limit: int = 500,
-                   process: str | None = None) -> list[RunEvent]:
-        rows = await self._read(one, "feed", after, process, int(limit))
+    async def feed(self, after: str, limit: int = 500, process: str | None = None, *,
+                   settled: bool = True) -> list[RunEvent]:
+        rows = await self._read(one, "feed", after, process, int(limit), settled)
         return [event_from_row(row) for row in rows]
 
     async def feed_head(self) -> str:

@@ -137,8 +137,7 @@ _EVENTS_INSERT = """
 _EVENTS_FEED = """
     SELECT e.run_id, e.seq, e.kind, e.data, e.at, e.tx::text || '.' || e.id::text
     FROM lashflow_events e {join}
-    WHERE (e.tx, e.id) > ($1::text::xid8, $2::bigint)
-      AND e.tx < pg_snapshot_xmin(pg_current_snapshot()) {where}
+    WHERE (e.tx, e.id) > ($1::text::xid8, $2::bigint) {where}
     ORDER BY e.tx, e.id LIMIT $3"""
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
@@ -362,17 +361,19 @@ class _Statements(ScheduleStatements):
             run_id, after, limit)
 
     async def feed(self, conn: asyncpg.Connection, after: str, process: str | None,
-                   limit: int) -> list[Any]:
-        """Only events of transactions older than every one still open: a transaction
-        that commits later has a later ``tx`` than anything handed out, so a cursor
-        never skips it."""
+                   limit: int, settled: bool) -> list[Any]:
+        """``settled``: only events of transactions older than every one still open: a
+        transaction that commits later has a later ``tx`` than anything handed out, so a
+        cursor never skips it."""
         tx, ident = events.pg_cursor(after)
+        horizon = "AND e.tx < pg_snapshot_xmin(pg_current_snapshot())" if settled else ""
         if process is None:
-            return await conn.fetch(_EVENTS_FEED.format(join="", where=""), str(tx), ident,
-                                    limit)
+            return await conn.fetch(_EVENTS_FEED.format(join="", where=horizon), str(tx),
+                                    ident, limit)
         return await conn.fetch(
             _EVENTS_FEED.format(join="JOIN lashflow_runs r ON r.run_id = e.run_id",
-                                where="AND r.process = $4"), str(tx), ident, limit, process)
+                                where=f"{horizon} AND r.process = $4"),
+            str(tx), ident, limit, process)
 
     async def last_event(self, conn: asyncpg.Connection, run_id: str) -> int:
         return int(await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM lashflow_events "

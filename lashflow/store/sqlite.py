@@ -284,9 +284,9 @@ class _Statements(ScheduleStatements):
                             "AND seq > ? ORDER BY seq LIMIT ?", (run_id, after, limit)).fetchall()
 
     def feed(self, conn: sqlite3.Connection, after: str, process: str | None,
-             limit: int) -> list[Any]:
+             limit: int, settled: bool) -> list[Any]:
         """Events of every run (of ``process``) after the cursor, in commit order: the one
-        writer gives ids in that order."""
+        writer gives ids in that order (so every read is ``settled``)."""
         start = events.sqlite_cursor(after)
         if process is None:
             return conn.execute("SELECT run_id, seq, kind, data, at, id FROM events WHERE id > ? "

@@ -14,7 +14,10 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
+from pydantic import TypeAdapter
 from serve_support import TOKEN, Server, serving
+
+from lashflow.http.models import RunEventData
 
 pytestmark = pytest.mark.subprocess
 
@@ -157,6 +160,8 @@ def test_a_subscriber_sees_every_event_once_across_kills_of_worker_and_serve(
                     if len(again) == len(sub.seen):
                         break
             assert again == sub.seen
+            for _, _, data in again:  # each data line has the shape the OpenAPI gives
+                TypeAdapter(RunEventData).validate_python(data)
 
             # the feed of the process's runs resumes after a cursor too
             with httpx.Client(timeout=60) as client, client.stream(
