@@ -5,6 +5,7 @@ read back after an offset or after a feed cursor, gone with its run."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -54,22 +55,35 @@ async def test_changes_become_events_in_order_with_no_gap(backend: Any) -> None:
         assert [e.seq for e in await store.run_events("r", after=2, limit=2)] == [3, 4]
 
 
+async def _feed(store: Any, after: str, want: int, process: str | None = None) -> list[Any]:
+    """The feed after ``after`` once it holds ``want`` events: on PostgreSQL it waits
+    for every older transaction on the server (other tests' too) to end."""
+    deadline = time.monotonic() + 120
+    while True:
+        found = await store.feed(after, process=process)
+        if len(found) >= want or time.monotonic() > deadline:
+            return list(found)
+        await asyncio.sleep(0.05)
+
+
 async def test_the_feed_resumes_after_a_cursor_and_filters_by_process(backend: Any) -> None:
     async with backend.make() as store:
         start = await store.feed_head()
         await store.create_run(_run("a", "alpha"))
         await store.create_run(_run("b", "beta"))
         await store.commit(Commit("a", None, run=RunChange("running", updated_at=2.0)))
-        seen = await store.feed(start)
+        newest = await store.feed(start, settled=False)  # at once, horizon or not
+        assert [(e.run_id, e.seq) for e in newest] == [("a", 1), ("b", 1), ("a", 2)]
+        seen = await _feed(store, start, 3)
         assert [(e.run_id, e.seq) for e in seen] == [("a", 1), ("b", 1), ("a", 2)]
         assert await store.feed(seen[-1].cursor) == []
-        assert [(e.run_id, e.seq) for e in await store.feed(seen[0].cursor)] == [("b", 1), ("a", 2)]
-        assert [(e.run_id, e.seq) for e in await store.feed(start, process="alpha")] == [
+        assert [(e.run_id, e.seq) for e in await _feed(store, seen[0].cursor, 2)] == [
+            ("b", 1), ("a", 2)]
+        assert [(e.run_id, e.seq) for e in await _feed(store, start, 2, "alpha")] == [
             ("a", 1), ("a", 2)]
-        head = await store.feed_head()
-        assert await store.feed(head) == []
+        head = seen[-1].cursor
         await store.commit(Commit("b", None, run=RunChange("cancelled", updated_at=3.0)))
-        assert [(e.run_id, e.seq) for e in await store.feed(head)] == [("b", 2)]
+        assert [(e.run_id, e.seq) for e in await _feed(store, head, 1)] == [("b", 2)]
 
 
 async def test_reopen_and_delete(backend: Any) -> None:
