@@ -8,7 +8,7 @@ from typing import Callable
 import typer
 
 from .. import __version__
-from . import operate, reads, repair, run, schedule, serve, tooling, versions
+from . import operate, reads, repair, run, schedule, serve, tooling, versions, watch
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -45,7 +45,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, operate.complete), (None, operate.signal), (None, operate.cancel),
     (None, repair.pause), (None, repair.unpause), ("resolve-step", repair.resolve_step),
     ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
-    (None, operate.gc), (None, serve.serve),
+    (None, operate.gc), (None, serve.serve), (None, watch.watch),
     (None, versions.verify), (None, versions.diff), (None, versions.export),
     (None, versions.deploy), (None, versions.upgrade), ("versions", versions.versions_cmd),
 ]

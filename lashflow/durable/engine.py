@@ -21,6 +21,7 @@ from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
 from ..store import RunQuery, RunRecord, Store, open_store
+from ..store.events import RunEvent
 from ..store.leases import new_owner_id
 from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
@@ -34,6 +35,7 @@ from .bulk import Bulk, BulkReport, Progress
 from .pauses import Pauses
 from ..tools.definition import ON_EXHAUSTED
 from .resolve import MISSING, Resolver
+from .live import EventHub
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of
@@ -87,9 +89,9 @@ class Engine:
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
         self.limits = limits or Limits()
-        self.owner = new_owner_id()
         self.store = (store if store is not None
                       else open_store(db, create=create, readonly=readonly))
+        self.owner = new_owner_id(session=self.store.holds_sessions)
         self.events = Events()
         self.plugins = plugins
         self._initial_tools = list(tools)
@@ -115,6 +117,7 @@ class Engine:
         self.exhausted_defaults: dict[str, str] = {}
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
+        self.live = EventHub(self.store)
 
     # Parts a run or a resume never uses are built (and their modules imported) on first
     # use: kill -> first resumed step pays for no schedule or version code (ADR 0034).
@@ -160,6 +163,7 @@ class Engine:
 
     async def __aexit__(self, *exc: object) -> None:
         try:
+            await self.live.close()
             await self.driver.close()
         finally:
             await self.store.close()
@@ -534,6 +538,33 @@ class Engine:
 
     async def steps(self, run_id: str) -> builtins.list[StepView]:
         return await self.reads.steps(run_id)
+
+    # -- live events (ADR 0033) --------------------------------------------------------
+    async def run_events(self, run_id: str, after: int = 0,
+                         limit: int = 500) -> builtins.list[RunEvent]:
+        """The run's recorded events with an offset above ``after`` (one page, at once)."""
+        await self.reads.require(run_id)
+        return await self.store.run_events(run_id, after, limit)
+
+    async def last_event(self, run_id: str) -> int:
+        """The offset of the run's last recorded event (0: none)."""
+        return await self.store.last_event(run_id)
+
+    async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent | None]:
+        """The run's events after offset ``after`` and then each new one as it is
+        written, each once and in order (``unknown_run`` at once for a run not there);
+        None now and then while nothing happens (a moment for a keep-alive)."""
+        await self.reads.require(run_id)
+        return self.live.run_events(run_id, after)
+
+    async def subscribe_feed(self, after: str | None = None,
+                             process: str | None = None) -> AsyncIterator[RunEvent | None]:
+        """Events of every run (or of ``process``'s runs) after a feed cursor (an event's
+        ``cursor``; None: from now on), each once, in commit order (``usage_error`` at
+        once for a cursor this database never gave)."""
+        if after is not None:
+            await self.store.feed(after, 1, process)
+        return self.live.feed(after, process)
 
     async def waiting(self) -> builtins.list[tuple[str, Wait]]:
         return await self.reads.waiting()

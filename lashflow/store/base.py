@@ -16,8 +16,9 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
 from ..json_text import stored
+from .leases import owner_is_dead
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -456,6 +457,13 @@ class Store(abc.ABC):
         applied to its meta and the completion rows of the steps in ``forget`` deleted,
         atomically. False if the run is not stopped (or is held)."""
 
+    holds_sessions = False  # True: the database sees each owner's life (ADR 0035)
+
+    def owner_gone(self, owner: str) -> bool:
+        """Is this lease holder known to be dead (by its pid, or by the database at the
+        last ``claimable``)? A hint to skip hopeless claims; the claim decides."""
+        return owner_is_dead(owner)
+
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """Runs a worker may take now: queued or orphaned, and waiting runs that are due."""
         found = await self.orphaned_runs(now)
@@ -476,6 +484,29 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def commit(self, change: Commit) -> None:
         """Durably apply ``change``; raises ``Fenced`` if the run's generation moved."""
+
+    # -- events (store.events: written with the journal, ADR 0033) -------------------------
+    @abc.abstractmethod
+    async def run_events(self, run_id: str, after: int = 0, limit: int = 500) -> list[Any]:
+        """Up to ``limit`` of the run's events with an offset above ``after``, in order
+        (``store.events.RunEvent``)."""
+
+    @abc.abstractmethod
+    async def last_event(self, run_id: str) -> int:
+        """The run's last event offset (0: none yet)."""
+
+    @abc.abstractmethod
+    async def feed(self, after: str, limit: int = 500, process: str | None = None, *,
+                   settled: bool = True) -> list[Any]:
+        """Events of every run (or of ``process``'s runs) after the feed cursor ``after``
+        ("" is the beginning), in an order a later call never goes back on: each event's
+        ``cursor`` resumes after it. ``settled=False``: the newest committed rows even
+        where an older transaction may still add rows before them (PostgreSQL; sooner,
+        but a later read after the same cursor can miss those)."""
+
+    @abc.abstractmethod
+    async def feed_head(self) -> str:
+        """The feed cursor of now: ``feed`` after it returns only what is written later."""
 
     # -- completions and signals ---------------------------------------------------------
     # A completion row is a JSON-able dict: run_id, step_key, waiting, deadline_at,

@@ -31,11 +31,12 @@ import asyncpg
 
 from ..errors import DbError, NoDatabase
 from ..states import KEPT_PAUSED
-from .base import UNCHECKED_ROWS, Commit, RunQuery, RunRecord
+from . import events
+from .base import UNCHECKED_ROWS, Claimed, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
-from .leases import owner_is_dead
-from .pg_wakeups import WorkListener, channel_for
+from .leases import SESSION_MARK, holds_session, owner_is_dead
+from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
@@ -109,7 +110,36 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 6: schedules (lashflow.store.schedules).
     6: SCHEDULES_MIGRATION,
+    # Version 7: each run's event log (lashflow.store.events, ADR 0033). ``tx`` (the
+    # writing transaction) orders the feed of every run: ids are taken before commit, so
+    # they alone are not in commit order.
+    7: [
+        f"""CREATE TABLE IF NOT EXISTS lashflow_events (
+            id BIGSERIAL PRIMARY KEY, tx xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            run_id TEXT {_C} NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+            data TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, UNIQUE (run_id, seq))""",
+        "CREATE INDEX IF NOT EXISTS lashflow_events_by_tx ON lashflow_events (tx, id)",
+    ],
 }
+
+# The events of a group's changes that passed their fence, each the run's next offset:
+# the run rows are locked, so the run's last offset cannot move under the statement (a
+# race with a writer that held the lock when the statement began fails on the unique
+# offset and the group is written again in a transaction, see ``_apply``).
+_EVENTS_INSERT = """
+    INSERT INTO lashflow_events (run_id, seq, kind, data, at)
+    SELECT e.run_id, COALESCE((SELECT MAX(x.seq) FROM lashflow_events x
+                               WHERE x.run_id = e.run_id), 0)
+               + row_number() OVER (PARTITION BY e.run_id ORDER BY e.ord),
+           e.kind, e.data, e.at
+    FROM unnest(${0}::int[], ${1}::text[], ${2}::text[], ${3}::text[], ${4}::float8[])
+         WITH ORDINALITY AS e(idx, run_id, kind, data, at, ord)
+    WHERE e.idx IN ({ok})"""
+_EVENTS_FEED = """
+    SELECT e.run_id, e.seq, e.kind, e.data, e.at, e.tx::text || '.' || e.id::text
+    FROM lashflow_events e {join}
+    WHERE (e.tx, e.id) > ($1::text::xid8, $2::bigint) {where}
+    ORDER BY e.tx, e.id LIMIT $3"""
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
@@ -196,6 +226,7 @@ class _GroupRows:
     steps: list[tuple[Any, ...]] = field(default_factory=list)
     attempts: list[tuple[Any, ...]] = field(default_factory=list)
     runs: list[tuple[Any, ...]] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
 
     @classmethod
     def of(cls, changes: list[Commit]) -> "_GroupRows":
@@ -218,6 +249,8 @@ class _GroupRows:
                 rows.runs.append((index, change.run_id, run.status, dumps(run.result),
                                   dumps(run.error), dumps(run.waiting), _float_or_none(run.wake_at),
                                   run.release_lease, _float_or_none(run.updated_at)))
+            for kind, data, at in events.of_commit(change):
+                rows.events.append((index, change.run_id, kind, data, float(at)))
         return rows
 
     def writes_a_row_twice(self) -> bool:
@@ -305,17 +338,58 @@ class _Statements(ScheduleStatements):
 
     # -- runs --------------------------------------------------------------------------------
     async def insert_run(self, conn: asyncpg.Connection, run: RunRecord) -> bool:
-        # A new queued run wakes the idle workers (the NOTIFY goes out with the commit).
+        # A new queued run wakes the idle workers (the NOTIFY goes out with the commit);
+        # its first event goes in with it (one statement: atomic without a transaction).
+        kind, data, at = events.created(run)
         created = await conn.fetchrow(
-            f"INSERT INTO lashflow_runs ({RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
-            f"$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
-            f"RETURNING 1, CASE WHEN status = 'queued' THEN pg_notify($19, '') END",
+            f"WITH r AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,"
+            f"$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
+            f"RETURNING run_id, status), "
+            f"e AS (INSERT INTO lashflow_events (run_id, seq, kind, data, at) "
+            f"SELECT run_id, 1, $20, $21, $22 FROM r) "
+            f"SELECT 1, CASE WHEN status = 'queued' THEN pg_notify($19, '') END FROM r",
             run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
             run.input_hash, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            _float_or_none(run.wake_at), dumps(run.meta), self.channel)
+            _float_or_none(run.wake_at), dumps(run.meta), self.channel, kind, data, float(at))
         return created is not None
+
+    async def append_events(self, conn: asyncpg.Connection, run_id: str,
+                            rows: list[events.EventRow]) -> None:
+        """In a transaction that holds the run's row lock."""
+        await conn.execute(_EVENTS_INSERT.format(1, 2, 3, 4, 5, ok="0"),
+                           [0] * len(rows), [run_id] * len(rows), [r[0] for r in rows],
+                           [r[1] for r in rows], [float(r[2]) for r in rows])
+
+    async def run_events(self, conn: asyncpg.Connection, run_id: str, after: int,
+                         limit: int) -> list[Any]:
+        return await conn.fetch(
+            "SELECT run_id, seq, kind, data, at, tx::text || '.' || id::text FROM "
+            "lashflow_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            run_id, after, limit)
+
+    async def feed(self, conn: asyncpg.Connection, after: str, process: str | None,
+                   limit: int, settled: bool) -> list[Any]:
+        """``settled``: only events of transactions older than every one still open: a
+        transaction that commits later has a later ``tx`` than anything handed out, so a
+        cursor never skips it."""
+        tx, ident = events.pg_cursor(after)
+        horizon = "AND e.tx < pg_snapshot_xmin(pg_current_snapshot())" if settled else ""
+        if process is None:
+            return await conn.fetch(_EVENTS_FEED.format(join="", where=horizon), str(tx),
+                                    ident, limit)
+        return await conn.fetch(
+            _EVENTS_FEED.format(join="JOIN lashflow_runs r ON r.run_id = e.run_id",
+                                where=f"{horizon} AND r.process = $4"),
+            str(tx), ident, limit, process)
+
+    async def last_event(self, conn: asyncpg.Connection, run_id: str) -> int:
+        return int(await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM lashflow_events "
+                                       "WHERE run_id = $1", run_id))
+
+    async def feed_head(self, conn: asyncpg.Connection) -> str:
+        return f"{await conn.fetchval('SELECT pg_snapshot_xmin(pg_current_snapshot())')}.0"
 
     async def run_row(self, conn: asyncpg.Connection, run_id: str) -> Any:
         return await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
@@ -379,7 +453,7 @@ class _Statements(ScheduleStatements):
             "('finished', 'failed', 'cancelled') FOR UPDATE", run_ids)]
 
     async def delete_runs(self, conn: asyncpg.Connection, run_ids: list[str]) -> None:
-        for table in ("steps", "attempts", "completions", "signals", "runs"):
+        for table in ("steps", "attempts", "completions", "signals", "events", "runs"):
             await conn.execute(f"DELETE FROM lashflow_{table} WHERE run_id = ANY($1::text[])",
                                run_ids)
 
@@ -424,12 +498,15 @@ class _Statements(ScheduleStatements):
             await conn.execute("SELECT pg_notify($1, '')", self.channel)  # claimable now
 
     async def unsettled_leases(self, conn: asyncpg.Connection, now: float) -> list[Any]:
-        # Only owners on this host can be proven dead (see leases.py): the others need not
-        # leave the server at all.
+        # Only owners on this host (by pid) or with a session lock can be proven dead: the
+        # others need not leave the server at all. An owner whose session is gone is shown
+        # as no owner (free), judged here while its rows are read.
         return await conn.fetch(
-            "SELECT run_id, lease_owner, lease_expires FROM lashflow_runs WHERE status IN "
-            "('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1 OR "
-            "lease_owner LIKE $2) ORDER BY created_at, run_id", now, _local_owners())
+            "SELECT run_id, CASE WHEN lease_owner LIKE $3 AND " + _SESSION_FREE.format(
+                owner="lease_owner") + " THEN NULL ELSE lease_owner END, lease_expires "
+            "FROM lashflow_runs WHERE status IN ('running', 'queued') AND (lease_owner IS NULL "
+            "OR lease_expires < $1 OR lease_owner LIKE $2 OR lease_owner LIKE $3) "
+            "ORDER BY created_at, run_id", now, _local_owners(), _SESSION_OWNERS)
 
     # The common case in one statement: a row locked by another transaction is skipped,
     # never waited for, so many workers can claim at once without queueing on each other.
@@ -463,6 +540,12 @@ class _Statements(ScheduleStatements):
         another worker claiming) is judged as it was, and the swap says if it moved."""
         return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status FROM "
                                    "lashflow_runs WHERE run_id = $1", run_id)
+
+    async def session_gone(self, conn: asyncpg.Connection, holder: str) -> bool:
+        """Has the server ended ``holder``'s session (its lock is free)? Asked outside a
+        transaction, so the shared lock taken to find out is let go at once."""
+        return bool(await conn.fetchval("SELECT " + _SESSION_FREE.format(owner="$1::text"),
+                                        holder))
 
     async def claim_swap(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
                          expires: float, generation: int, holder: str | None, dead: bool) -> Any:
@@ -535,6 +618,8 @@ class _Statements(ScheduleStatements):
             "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
             "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
             "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
+        await self.append_events(conn, run_id,
+                                 [events.status_event("queued", now, reopened=True)])
         await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
 
     async def forget_completions(self, conn: asyncpg.Connection, run_id: str,
@@ -596,6 +681,14 @@ class _Statements(ScheduleStatements):
     async def signal(self, conn: asyncpg.Connection, run_id: str, name: str, ordinal: int) -> Any:
         return await conn.fetchrow("SELECT payload FROM lashflow_signals WHERE run_id = $1 AND "
                                    "name = $2 AND ordinal = $3", run_id, name, ordinal)
+
+
+# True when no session holds ``owner``'s lock (ADR 0035). A shared lock: workers testing
+# the same owner at once do not wait for each other; held to the end of the statement's
+# transaction only.
+_SESSION_FREE = ("pg_try_advisory_xact_lock_shared(" + str(LOCK_CLASS) +
+                 ", hashtext({owner}))")
+_SESSION_OWNERS = "%" + SESSION_MARK  # LIKE pattern of owners that hold a session lock
 
 
 def _local_owners() -> str:
@@ -743,7 +836,12 @@ class PostgresBackend:
         rows = _GroupRows.of(changes)
         if rows.writes_a_row_twice() or any(change.wake is not None for change in changes):
             return await self._apply_in_transaction(conn, changes, rows)
-        return await self._apply_in_one_statement(conn, changes, rows)
+        try:
+            return await self._apply_in_one_statement(conn, changes, rows)
+        except asyncpg.UniqueViolationError:
+            # another writer of one of these runs committed events while this statement
+            # waited for its lock: nothing was written; the transaction reads afresh
+            return await self._apply_in_transaction(conn, changes, rows)
 
     # Lock every run row of the group in one fixed order (no deadlocks between workers); a
     # lease taken over meanwhile shows as a newer generation. Then each table's rows of the
@@ -756,6 +854,7 @@ class PostgresBackend:
             SELECT c.idx FROM unnest($2::int[], $3::text[], $4::bigint[]) AS c(idx, run_id, gen)
             LEFT JOIN locked l ON l.run_id = c.run_id
             WHERE c.gen IS NULL OR l.generation = c.gen),
+        new_events AS ({_EVENTS_INSERT.format(41, 42, 43, 44, 45, ok="SELECT idx FROM ok")}),
         new_blobs AS (
             INSERT INTO lashflow_blobs (hash, data)
             SELECT b.hash, b.data FROM unnest($5::int[], $6::text[], $7::text[]) AS b(idx, hash, data)
@@ -810,7 +909,7 @@ class PostgresBackend:
             list(range(len(changes))), [change.run_id for change in changes],
             [change.generation for change in changes],
             *_columns(rows.blobs, 3), *_columns(rows.steps, 13), *_columns(rows.attempts, 10),
-            *_columns(rows.runs, 9), self.channel)
+            *_columns(rows.runs, 9), self.channel, *_columns(rows.events, 5))
         return {row[0] for row in found}
 
     async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -857,6 +956,9 @@ class PostgresBackend:
             for index, change in enumerate(changes):
                 if change.wake is not None and index in ok:
                     await self.sql.wake(conn, change.wake, change.wake_at, WAKEABLE)
+            if rows.events:
+                await conn.execute(_EVENTS_INSERT.format(1, 2, 3, 4, 5, ok="SELECT unnest($6::int[])"),
+                                   *_columns(rows.events, 5), sorted(ok))
         return ok
 
 
@@ -868,13 +970,21 @@ class PostgresStore(CoreStore):
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         super().__init__(PostgresBackend(url, connect_timeout=connect_timeout))
         self.url = url
+        # Its owners hold a session lock (leases.new_owner_id), except through a proxy
+        # in transaction mode (``statement_cache_size=0``): there a session lock would
+        # stay with a server connection other clients share, so the lease decides alone.
+        self.holds_sessions = _session_locks(url)
         self._dead_owners: set[str] = set()  # owner ids are never reused: dead stays dead
+        # session owners whose lock was free at the last look: not cached for good, as an
+        # owner whose connection dropped takes its lock again when it reconnects
+        self._gone: set[str] = set()
 
-    # Ready runs, oldest first by when they became ready (created, or due), plus the local
-    # owners holding live leases (one per worker process on this host), to check for dead.
+    # Ready runs, oldest first by when they became ready (created, or due), plus the
+    # owners holding live leases that could be dead: one per worker process on this host
+    # (judged by pid), and those with a session lock, judged here by trying it.
     # A due run whose lease is held is being resumed right now: not claimable.
     _CLAIMABLE = """
-        (SELECT run_id, NULL AS owner FROM (
+        (SELECT run_id, NULL AS owner, FALSE AS gone FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
             UNION ALL
@@ -883,20 +993,25 @@ class PostgresStore(CoreStore):
               AND (lease_owner IS NULL OR lease_expires < $1)) ready
          ORDER BY ready_at, run_id LIMIT $2)
         UNION ALL
-        (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
-         WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
-           AND lease_owner LIKE $3)"""
+        (SELECT NULL, owner, CASE WHEN owner LIKE $4 THEN """ + _SESSION_FREE.format(
+        owner="owner") + """ ELSE FALSE END FROM (
+            SELECT DISTINCT lease_owner AS owner FROM lashflow_runs
+            WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
+              AND (lease_owner LIKE $3 OR lease_owner LIKE $4)) owners)"""
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
-        """At most ``limit`` runs, in one round trip (a second only when a local owner
-        died): workers polling at once must not each read the whole queue.
+        """At most ``limit`` runs, in one round trip (a second only when an owner died):
+        workers polling at once must not each read the whole queue.
 
-        Runs held by a dead owner on this host come first, then the others by the time
-        they became ready (created or due), oldest first.
+        Runs held by a dead owner come first, then the others by the time they became
+        ready (created or due), oldest first.
         """
-        rows = await self.backend.fetch(self._CLAIMABLE, float(now), limit, _local_owners())
+        rows = await self.backend.fetch(self._CLAIMABLE, float(now), limit, _local_owners(),
+                                        _SESSION_OWNERS)
         ready = [row[0] for row in rows if row[0] is not None]
-        dead = [row[1] for row in rows if row[1] is not None and self._owner_dead(row[1])]
+        self._gone = {row[1] for row in rows if row[2]}
+        dead = [row[1] for row in rows if row[1] is not None
+                and (row[2] or self._owner_dead(row[1]))]
         if not dead:
             return ready
         orphans = await self.backend.fetch(
@@ -905,6 +1020,31 @@ class PostgresStore(CoreStore):
             "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]
         return (found + [run_id for run_id in ready if run_id not in found])[:limit]
+
+    def owner_gone(self, owner: str) -> bool:
+        return owner in self._gone or self._owner_dead(owner)
+
+    async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
+                        steal_from_dead: bool = True) -> Claimed | None:
+        await self._hold_session(owner)
+        return await super().claim_run(run_id, owner, ttl, now, steal_from_dead=steal_from_dead)
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        if run.lease_owner is not None:
+            await self._hold_session(run.lease_owner)
+        return await super().create_run(run)
+
+    async def _hold_session(self, owner: str) -> None:
+        """No lease of a session owner is written before its lock is held: until then,
+        other workers would judge it dead. Once held, this is a set lookup."""
+        listener = self.backend.listener
+        if not holds_session(owner) or listener is None or listener.holds(owner):
+            return
+        try:
+            await listener.hold(owner, 2 * self.backend.connect_timeout)
+        except asyncio.TimeoutError:
+            raise DbError(f"database error on {self.backend.label}: worker {owner} could not "
+                          "take its session lock (is the server out of connections?)") from None
 
     def _owner_dead(self, owner: str) -> bool:
         if owner in self._dead_owners:
@@ -920,6 +1060,13 @@ class PostgresStore(CoreStore):
         if listener is None:
             raise DbError("the store is not open")
         await listener.wait(timeout)
+
+
+def _session_locks(url: str) -> bool:
+    try:
+        return ("statement_cache_size", "0") not in parse_qsl(urlsplit(url).query)
+    except ValueError:
+        return True  # a bad URL: ``open`` says so
 
 
 def _float_or_none(value: float | None) -> float | None:

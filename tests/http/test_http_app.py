@@ -247,11 +247,16 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
     doc = (await client.get("/openapi.json")).json()
     schemas = doc["components"]["schemas"]
     answers: dict[tuple[str, str], str] = {}
+    streams: set[str] = set()
     for path, operations in doc["paths"].items():
         for method, operation in operations.items():
             [(status, success)] = [(s, r) for s, r in operation["responses"].items()
                                    if s.startswith("2")]
             [(media, content)] = success["content"].items()
+            if media == "text/event-stream":  # checked in test_http_events.py
+                assert content["schema"]["$ref"].endswith("/RunEventData")
+                streams.add(path)
+                continue
             if media == "text/plain":
                 assert path == "/metrics" and content["schema"]["type"] == "string"
                 continue
@@ -289,6 +294,7 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
         ("GET", "/v1/jobs/{job_id}", f"/v1/jobs/{job['job_id']}", None),
         ("GET", "/healthz", "/healthz", None),
     ]
+    assert streams == {"/v1/runs/{run_id}/events", "/v1/events"}
     # the schedules routes are checked in tests/schedules/test_schedules_http.py
     assert {(method, path) for method, path, _, _ in calls} == {
         answer for answer in answers if not answer[1].startswith("/v1/schedules")}

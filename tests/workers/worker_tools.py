@@ -45,3 +45,14 @@ async def after(call: ToolCall) -> ToolResult:
     """The step right after a completion: its log time measures the wake-up latency."""
     record(call, "after")
     return ToolResult.ok(call.input["i"] + 1)
+
+
+@tool
+async def gate(call: ToolCall) -> ToolResult:
+    """Held in flight until the file ``$LASHFLOW_WORKERS_GATE`` exists: the test decides
+    when it may end (a worker killed meanwhile leaves it in flight), not a duration."""
+    record(call, "gate")
+    path = os.environ["LASHFLOW_WORKERS_GATE"]
+    while not os.path.exists(path):
+        await asyncio.sleep(0.01)
+    return ToolResult.ok(call.input["i"] + 1)
