@@ -33,6 +33,7 @@ from .events import Events, Listener
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of
+from .queues import Queues
 from .reads import Reads
 from .schedule_api import Schedules
 from .schedules import Scheduler
@@ -106,6 +107,7 @@ class Engine:
                                     self.verifier, self.clock)
         self.worker.scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
         self.schedules = Schedules(self, self.worker.scheduler)
+        self.queues = Queues(self.store, self.clock)
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
 
@@ -164,9 +166,22 @@ class Engine:
 
     # -- starting ---------------------------------------------------------------------------
     async def create(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
-                     input: Any = None, run_id: str | None = None) -> RunRecord:
-        """Validate and store a new run (status ``queued``) without driving it."""
-        run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False)
+                     input: Any = None, run_id: str | None = None, *, queue: str | None = None,
+                     key: str | None = None, priority: int | None = None,
+                     dedup_id: str | None = None) -> RunRecord:
+        """Validate and store a new run (status ``queued``) without driving it. With
+        ``queue`` it waits in that queue (``engine.queues``) until its limits let a
+        worker start it: ``key`` (its concurrency/rate/fairness key), ``priority`` (1
+        first; default the middle level), ``dedup_id`` (the same id in the same queue
+        gives back the existing run, whatever its input)."""
+        entry = None
+        if queue is not None:
+            entry, dedup_run = await self.queues.entry(queue, key, priority, dedup_id)
+            run_id = run_id or dedup_run
+        elif key is not None or priority is not None or dedup_id is not None:
+            raise UsageError("a key, priority or dedup id needs a queue (queue=...)")
+        run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False,
+                                       queue=entry)
         return run
 
     async def start(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
@@ -188,8 +203,8 @@ class Engine:
         return await self.driver.join(run.run_id)
 
     async def _create(self, source_or_path: str | os.PathLike[str] | None, process: str | None,
-                      input: Any, run_id: str | None, *,
-                      claim: bool) -> tuple[RunRecord, Compiled, bool]:
+                      input: Any, run_id: str | None, *, claim: bool,
+                      queue: dict[str, Any] | None = None) -> tuple[RunRecord, Compiled, bool]:
         """Store a new run; returns (run as stored, compiled, created by this call).
 
         With ``claim`` a new run is stored already ``running`` under this engine's lease
@@ -207,6 +222,8 @@ class Engine:
             meta={"file": source.path, "tool_modules": sorted(self.tools.loaded_modules)})
         if deployed is not None:
             run.meta["version"] = deployed.version
+        if queue is not None:
+            run.meta["queue"] = queue
         if self.telemetry is not None and self.telemetry.tracing is not None:
             run.meta["trace"] = self.telemetry.tracing.origin(process_name, run.run_id)
         if claim:
@@ -215,7 +232,9 @@ class Engine:
         with self.store.writing():
             await self.store.put_source(compiled.source_hash, source.text)
             stored, created = await self.store.create_run(run)
-        if not created and (stored.source_hash != run.source_hash or stored.input_hash != input_hash):
+        deduplicated = queue is not None and "dedup_id" in queue
+        if not created and not deduplicated and (stored.source_hash != run.source_hash
+                                                 or stored.input_hash != input_hash):
             raise RunConflict(f"run {run.run_id} already exists with a different "
                               f"{'source' if stored.source_hash != run.source_hash else 'input'}")
         return (run if created else stored), compiled, created

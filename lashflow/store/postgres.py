@@ -35,9 +35,12 @@ from .core import CoreStore, Job
 from .group_commit import Outcome
 from .leases import owner_is_dead
 from .pg_wakeups import WorkListener, channel_for
+from .postgres_queues import MIGRATION as QUEUES_MIGRATION
+from .postgres_queues import QueueStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
+from .queues import QUEUE_RUN_COLUMNS, run_queue
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
 
@@ -108,6 +111,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 6: schedules (lashflow.store.schedules).
     6: SCHEDULES_MIGRATION,
+    # Version 7: queues, their keys and token buckets; a run's queue, key and priority.
+    7: QUEUES_MIGRATION,
 }
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
@@ -233,7 +238,7 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class _Statements(ScheduleStatements):
+class _Statements(QueueStatements, ScheduleStatements):
     """PostgreSQL's answer to each statement the store's programs name
     (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
     statement each; ``channel`` is the schema's NOTIFY channel, known once open."""
@@ -298,14 +303,15 @@ class _Statements(ScheduleStatements):
     async def insert_run(self, conn: asyncpg.Connection, run: RunRecord) -> bool:
         # A new queued run wakes the idle workers (the NOTIFY goes out with the commit).
         created = await conn.fetchrow(
-            f"INSERT INTO lashflow_runs ({RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,"
-            f"$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
-            f"RETURNING 1, CASE WHEN status = 'queued' THEN pg_notify($19, '') END",
+            f"INSERT INTO lashflow_runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) VALUES ($1,$2,$3,"
+            f"$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$20,$21,$22) ON CONFLICT "
+            f"(run_id) DO NOTHING RETURNING 1, CASE WHEN status = 'queued' THEN "
+            f"pg_notify($19, '') END",
             run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
             run.input_hash, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            _float_or_none(run.wake_at), dumps(run.meta), self.channel)
+            _float_or_none(run.wake_at), dumps(run.meta), self.channel, *run_queue(run))
         return created is not None
 
     async def run_row(self, conn: asyncpg.Connection, run_id: str) -> Any:
@@ -386,7 +392,7 @@ class _Statements(ScheduleStatements):
         # leave the server at all.
         return await conn.fetch(
             "SELECT run_id, lease_owner, lease_expires FROM lashflow_runs WHERE status IN "
-            "('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1 OR "
+            "('running', 'queued') AND queue IS NULL AND (lease_owner IS NULL OR lease_expires < $1 OR "
             "lease_owner LIKE $2) ORDER BY created_at, run_id", now, _local_owners())
 
     # The common case in one statement: a row locked by another transaction is skipped,
@@ -396,7 +402,7 @@ class _Statements(ScheduleStatements):
         WITH target AS (
             SELECT run_id, lease_owner AS taken_from FROM lashflow_runs
             WHERE run_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3)
-              AND status NOT IN ('finished', 'failed', 'cancelled')
+              AND status NOT IN ('finished', 'failed', 'cancelled') AND queue IS NULL
             FOR UPDATE SKIP LOCKED)
         UPDATE lashflow_runs r SET lease_owner = $2, lease_expires = $4,
             generation = r.generation + 1
@@ -419,8 +425,9 @@ class _Statements(ScheduleStatements):
     async def lease_of(self, conn: asyncpg.Connection, run_id: str) -> Any:
         """Read without a lock: a row locked at that instant (its holder committing,
         another worker claiming) is judged as it was, and the swap says if it moved."""
-        return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status FROM "
-                                   "lashflow_runs WHERE run_id = $1", run_id)
+        return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status, "
+                                   "queue IS NOT NULL FROM lashflow_runs WHERE run_id = $1",
+                                   run_id)
 
     async def claim_swap(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
                          expires: float, generation: int, holder: str | None, dead: bool) -> Any:
@@ -440,7 +447,7 @@ class _Statements(ScheduleStatements):
     async def due_runs(self, conn: asyncpg.Connection, now: float, limit: int) -> list[str]:
         rows = await conn.fetch(
             "SELECT run_id FROM lashflow_runs WHERE status = 'waiting' AND wake_at IS NOT NULL "
-            "AND wake_at <= $1 ORDER BY wake_at, run_id LIMIT $2", now, limit)
+            "AND wake_at <= $1 AND queue IS NULL ORDER BY wake_at, run_id LIMIT $2", now, limit)
         return [row[0] for row in rows]
 
     # Also on a ``running`` run: it may be parking on what was just delivered, in a commit
@@ -831,10 +838,11 @@ class PostgresStore(CoreStore):
         (SELECT run_id, NULL AS owner FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
+              AND queue IS NULL
             UNION ALL
             SELECT run_id, wake_at FROM lashflow_runs
             WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
-              AND (lease_owner IS NULL OR lease_expires < $1)) ready
+              AND (lease_owner IS NULL OR lease_expires < $1) AND queue IS NULL) ready
          ORDER BY ready_at, run_id LIMIT $2)
         UNION ALL
         (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
@@ -855,7 +863,7 @@ class PostgresStore(CoreStore):
             return ready
         orphans = await self.backend.fetch(
             "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status IN "
-            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) "
+            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) AND queue IS NULL "
             "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]
         return (found + [run_id for run_id in ready if run_id not in found])[:limit]

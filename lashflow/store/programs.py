@@ -165,12 +165,23 @@ def orphaned_runs(now: float) -> Program[list[str]]:
     return [run_id for run_id, holder, expires in rows if may_claim(holder, expires, None, now)]
 
 
+class Gated:
+    """``claim``'s answer for a run in a queue: its claim must pass the queue's gate
+    (``queues.claim_queued``, in a transaction that holds the queue's lock)."""
+
+    __slots__ = ()
+
+
+GATED = Gated()
+
+
 def claim(run_id: str, owner: str, ttl: float, now: float,
-          steal_from_dead: bool) -> Program[Claimed | None]:
+          steal_from_dead: bool) -> Program[Claimed | Gated | None]:
     """Take the run's lease if ``may_claim`` says so. ``claim_free`` may take it at once
-    where the lease is plainly free, ours or expired (a backend without such a shortcut
-    answers None); otherwise the lease is read, judged, and swapped only if nobody moved
-    it since (compare and swap on holder and generation)."""
+    where the lease is plainly free, ours or expired and the run is in no queue (a
+    backend without such a shortcut answers None); otherwise the lease is read, judged,
+    and swapped only if nobody moved it since (compare and swap on holder and
+    generation). A run in a queue is answered ``GATED``, untouched."""
     expires = now + ttl
     taken = yield "claim_free", (run_id, owner, now, expires)
     if taken is not None:
@@ -179,7 +190,9 @@ def claim(run_id: str, owner: str, ttl: float, now: float,
     lease = yield "lease_of", (run_id,)
     if lease is None:
         return None
-    holder, held_until, generation, status = lease
+    holder, held_until, generation, status, queued = lease
+    if queued:
+        return GATED
     if status in SETTLED:
         return None  # nothing to drive: left as it is, its updated_at too
     if not may_claim(holder, held_until, owner, now, steal_from_dead=steal_from_dead):
@@ -338,6 +351,10 @@ STATEMENTS = frozenset({
     "schedule_row", "schedule_rows", "due_schedules", "insert_schedule", "swap_schedule",
     "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
     "run_statuses", "next_due_at",
+    # queues (store.queues)
+    "queue_lease_of", "lock_queue", "queue_held", "bucket", "put_bucket", "fair_start",
+    "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
+    "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
 })
 
-__all__ = ["STATEMENTS", "Ask", "Program", "fenced", "one"]
+__all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "fenced", "one"]
