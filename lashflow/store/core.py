@@ -200,7 +200,7 @@ class CoreStore(QueueStore, ScheduleStore, Store):
                                     steal_from_dead, atomic=False)
         if claimed is programs.GATED:  # a run in a queue: its limits decide, under its lock
             claimed = await self._write(claim_queued, run_id, owner, float(ttl), float(now),
-                                        steal_from_dead)
+                                        steal_from_dead, atomic=False)
         assert not isinstance(claimed, programs.Gated)
         return claimed
 

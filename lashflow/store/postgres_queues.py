@@ -1,10 +1,11 @@
 """PostgreSQL's SQL for the queue statements (``programs.STATEMENTS``), mixed into the
 dialect's statements; the tables and columns come with schema version 7.
 
-A gated claim (``queues.claim_queued``) runs in one transaction whose first statement
-locks the queue's row (``lock_queue``): claims of one queue line up there, and each
-later statement of the transaction reads with a fresh snapshot (READ COMMITTED), so
-the count of held slots includes every claim committed before the lock was granted.
+A gated claim is one call of ``lashflow_gate_claim``, a PL/pgSQL function holding
+``queues.gate``'s rule: it locks the queue's row (claims of one queue line up there),
+then each of its statements reads with a fresh snapshot (READ COMMITTED, a volatile
+function), so the count of held slots includes every claim committed before the lock
+was granted; the lock goes with the statement's transaction, microseconds later.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import asyncpg
 
 from .queues import CANDIDATES, DEPTHS, QUEUE_COLUMNS, queue_sql
+from .rows import RUN_COLUMNS
 
 _C = 'COLLATE "C"'
 
@@ -41,48 +43,95 @@ MIGRATION = [
         PRIMARY KEY (queue, key))""",
 ]
 
+# ``queues.gate`` in the server (see the module doc); the same rule, statement by
+# statement. Answers the claimed run's row, or no row.
+GATE_FUNCTION = """
+CREATE OR REPLACE FUNCTION lashflow_gate_claim(
+    p_run TEXT, p_owner TEXT, p_now DOUBLE PRECISION, p_expires DOUBLE PRECISION,
+    p_generation BIGINT, p_holder TEXT, p_dead BOOLEAN) RETURNS SETOF lashflow_runs
+LANGUAGE plpgsql VOLATILE AS $gate$
+DECLARE
+    run_queue TEXT; run_key TEXT; run_status TEXT; starting BOOLEAN;
+    q lashflow_queues%ROWTYPE; found_queue BOOLEAN;
+    total BIGINT; of_key BIGINT; queue_tat DOUBLE PRECISION; key_tat DOUBLE PRECISION;
+    claimed lashflow_runs%ROWTYPE; start_tag DOUBLE PRECISION;
+BEGIN
+    SELECT queue, queue_key, status INTO run_queue, run_key, run_status
+        FROM lashflow_runs WHERE run_id = p_run;
+    IF NOT FOUND THEN RETURN; END IF;
+    SELECT * INTO q FROM lashflow_queues WHERE name = run_queue FOR UPDATE;
+    found_queue := FOUND;
+    starting := run_status = 'queued' AND p_generation = 0;
+    IF found_queue THEN
+        IF q.paused <> 0 THEN RETURN; END IF;
+        IF q.concurrency IS NOT NULL OR q.per_key IS NOT NULL THEN
+            SELECT COUNT(*), COUNT(*) FILTER (WHERE queue_key = run_key) INTO total, of_key
+                FROM lashflow_runs WHERE queue = run_queue AND lease_owner IS NOT NULL
+                AND lease_expires >= p_now AND run_id <> p_run
+                AND status NOT IN ('finished', 'failed', 'cancelled');
+            IF q.concurrency IS NOT NULL AND total >= q.concurrency THEN RETURN; END IF;
+            IF q.per_key IS NOT NULL AND of_key >= q.per_key THEN RETURN; END IF;
+        END IF;
+        IF starting AND q.rate_n IS NOT NULL THEN
+            SELECT tat INTO queue_tat FROM lashflow_buckets WHERE queue = run_queue AND key = '';
+            IF queue_tat IS NOT NULL AND p_now < queue_tat THEN RETURN; END IF;
+            queue_tat := GREATEST(COALESCE(queue_tat, p_now), p_now) + q.rate_period / q.rate_n;
+        END IF;
+        IF starting AND q.key_rate_n IS NOT NULL THEN
+            SELECT tat INTO key_tat FROM lashflow_buckets WHERE queue = run_queue
+                AND key = run_key;
+            IF key_tat IS NOT NULL AND p_now < key_tat THEN RETURN; END IF;
+            key_tat := GREATEST(COALESCE(key_tat, p_now), p_now)
+                + q.key_rate_period / q.key_rate_n;
+        END IF;
+    END IF;
+    UPDATE lashflow_runs SET lease_owner = p_owner, lease_expires = p_expires,
+        generation = generation + 1
+    WHERE run_id = p_run AND generation = p_generation
+      AND lease_owner IS NOT DISTINCT FROM p_holder
+      AND (lease_owner IS NULL OR lease_owner = p_owner OR lease_expires < p_now OR p_dead)
+      AND status NOT IN ('finished', 'failed', 'cancelled')
+    RETURNING * INTO claimed;
+    IF NOT FOUND THEN RETURN; END IF;
+    IF found_queue AND starting THEN
+        IF queue_tat IS NOT NULL THEN
+            INSERT INTO lashflow_buckets (queue, key, tat) VALUES (run_queue, '', queue_tat)
+            ON CONFLICT (queue, key) DO UPDATE SET tat = EXCLUDED.tat;
+        END IF;
+        IF key_tat IS NOT NULL THEN
+            INSERT INTO lashflow_buckets (queue, key, tat) VALUES (run_queue, run_key, key_tat)
+            ON CONFLICT (queue, key) DO UPDATE SET tat = EXCLUDED.tat;
+        END IF;
+        IF q.fair <> 0 THEN
+            INSERT INTO lashflow_queue_keys AS k (queue, key, finish)
+            VALUES (run_queue, run_key, q.vtime + 1.0)
+            ON CONFLICT (queue, key) DO UPDATE SET finish = GREATEST(q.vtime, k.finish)
+                + 1.0 / k.weight
+            RETURNING k.finish - 1.0 / k.weight INTO start_tag;
+            UPDATE lashflow_queues SET vtime = start_tag WHERE name = run_queue;
+        END IF;
+    END IF;
+    RETURN NEXT claimed;
+END
+$gate$"""
+MIGRATION.append(GATE_FUNCTION)
+
 _CANDIDATES = queue_sql(CANDIDATES, "lashflow_", greatest="GREATEST")
 _DEPTHS = queue_sql(DEPTHS, "lashflow_")
 
 
 class QueueStatements:
+    async def gate_claim(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
+                         expires: float, generation: int, holder: str | None,
+                         dead: bool) -> Any:
+        return await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_gate_claim("
+                                   "$1, $2, $3, $4, $5, $6, $7)", run_id, owner, now, expires,
+                                   generation, holder, dead)
+
     async def queue_lease_of(self, conn: asyncpg.Connection, run_id: str) -> Any:
         return await conn.fetchrow(
             "SELECT lease_owner, lease_expires, generation, status, queue, queue_key, priority "
             "FROM lashflow_runs WHERE run_id = $1", run_id)
-
-    async def lock_queue(self, conn: asyncpg.Connection, name: str) -> Any:
-        return await conn.fetchrow(
-            f"SELECT {QUEUE_COLUMNS} FROM lashflow_queues WHERE name = $1 FOR UPDATE", name)
-
-    async def queue_held(self, conn: asyncpg.Connection, queue: str, key: str, now: float,
-                         run_id: str) -> tuple[int, int]:
-        row = await conn.fetchrow(
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE queue_key = $2) FROM lashflow_runs "
-            "WHERE queue = $1 AND lease_owner IS NOT NULL AND lease_expires >= $3 "
-            "AND run_id <> $4 AND status NOT IN ('finished', 'failed', 'cancelled')",
-            queue, key, now, run_id)
-        return int(row[0]), int(row[1])
-
-    async def bucket(self, conn: asyncpg.Connection, queue: str, key: str) -> float | None:
-        return await conn.fetchval("SELECT tat FROM lashflow_buckets WHERE queue = $1 AND "
-                                   "key = $2", queue, key)
-
-    async def put_bucket(self, conn: asyncpg.Connection, queue: str, key: str,
-                         tat: float) -> None:
-        await conn.execute("INSERT INTO lashflow_buckets (queue, key, tat) VALUES ($1, $2, $3) "
-                           "ON CONFLICT (queue, key) DO UPDATE SET tat = EXCLUDED.tat",
-                           queue, key, tat)
-
-    async def fair_start(self, conn: asyncpg.Connection, queue: str, key: str,
-                         vtime: float) -> None:
-        await conn.execute(
-            "WITH k AS (INSERT INTO lashflow_queue_keys AS k (queue, key, finish) "
-            "VALUES ($1, $2, $3 + 1.0) ON CONFLICT (queue, key) DO UPDATE SET "
-            "finish = GREATEST($3, k.finish) + 1.0 / k.weight "
-            "RETURNING finish - 1.0 / weight AS start) "
-            "UPDATE lashflow_queues SET vtime = (SELECT start FROM k) WHERE name = $1",
-            queue, key, vtime)
 
     async def queue_row(self, conn: asyncpg.Connection, name: str) -> Any:
         return await conn.fetchrow(f"SELECT {QUEUE_COLUMNS} FROM lashflow_queues WHERE name = $1",

@@ -352,7 +352,7 @@ STATEMENTS = frozenset({
     "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
     "run_statuses", "next_due_at",
     # queues (store.queues)
-    "queue_lease_of", "lock_queue", "queue_held", "bucket", "put_bucket", "fair_start",
+    "queue_lease_of", "gate_claim",
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
     "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
 })

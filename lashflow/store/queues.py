@@ -18,10 +18,13 @@ once, for both backends:
   ``finish_k = start + 1 / weight_k`` and ``vtime = start``. A key idle for long comes
   back at the queue's virtual time (no burst of credit).
 
-The gate runs inside one transaction that holds the queue's row lock (PostgreSQL:
-``SELECT ... FOR UPDATE``; SQLite: the one writer), so two workers never both take the
-last slot. Only runs in a queue pay for it: an unqueued run's claim is the one statement
-it always was.
+The gate runs while the queue's row is locked, so two workers never both take the last
+slot, and it is one statement on the wire: SQLite runs ``gate`` on its one writer, in
+one transaction; PostgreSQL calls ``lashflow_gate_claim``, a function that applies the
+same rule in the server, where the lock is held for microseconds (a gate of several
+round trips held it while the claiming worker's event loop was busy elsewhere, and
+three workers spent more time waiting for it than claiming). Only runs in a queue pay
+for it: an unqueued run's claim is the one statement it always was.
 """
 
 from __future__ import annotations
@@ -56,17 +59,37 @@ def next_arrival(tat: float | None, now: float, n: float, period: float) -> floa
 
 def claim_queued(run_id: str, owner: str, ttl: float, now: float,
                  steal_from_dead: bool) -> Program[Claimed | None]:
-    """Claim a run of a queue if the queue's limits allow it now (see the module doc)."""
+    """Claim a run of a queue if the queue's limits allow it now (see the module doc):
+    the lease is judged here (``may_claim``, which may look at this host's processes),
+    the queue's limits by ``gate_claim``, one statement that swaps the lease only if
+    nobody moved it since it was read."""
     lease = yield "queue_lease_of", (run_id,)
     if lease is None:
         return None
-    holder, held_until, generation, status, queue, key, _ = lease
+    holder, held_until, generation, status = lease[:4]
     if status in SETTLED or not may_claim(holder, held_until, owner, now,
                                          steal_from_dead=steal_from_dead):
         return None
+    dead = holder not in (None, owner) and held_until >= now
+    row = yield "gate_claim", (run_id, owner, now, now + ttl, generation, holder, dead)
+    return None if row is None else Claimed(run_from_row(row), holder)
+
+
+def gate(run_id: str, owner: str, now: float, expires: float, generation: int,
+         holder: str | None, dead: bool) -> Program[Any]:
+    """The queue's gate as statements (the rule PostgreSQL's ``lashflow_gate_claim``
+    function applies in the server): under the queue's lock, refuse a paused queue, a
+    full queue or key, a rate that does not allow a start yet; else swap the lease and,
+    for a run's first start, move its buckets and fairness tags. The claimed run's row,
+    or None."""
+    lease = yield "queue_lease_of", (run_id,)
+    if lease is None:
+        return None
+    status, queue, key = lease[3], lease[4], lease[5]
     row = yield "lock_queue", (queue,)
     starting = status == "queued" and generation == 0
     config = None if row is None else queue_from_row(row)  # None: the queue was deleted
+    buckets: list[tuple[str, float]] = []
     if config is not None:
         if config.paused:
             return None
@@ -76,7 +99,6 @@ def claim_queued(run_id: str, owner: str, ttl: float, now: float,
                 return None
             if config.per_key is not None and of_key >= config.per_key:
                 return None
-        buckets: list[tuple[str, float]] = []
         if starting:
             for bucket_key, rate in ((NO_KEY, config.rate), (key, config.key_rate)):
                 if rate is None:
@@ -86,8 +108,7 @@ def claim_queued(run_id: str, owner: str, ttl: float, now: float,
                 if moved is None:
                     return None
                 buckets.append((bucket_key, moved))
-    dead = holder not in (None, owner) and held_until >= now
-    claimed = yield "claim_swap", (run_id, owner, now, now + ttl, generation, holder, dead)
+    claimed = yield "claim_swap", (run_id, owner, now, expires, generation, holder, dead)
     if claimed is None:
         return None
     if config is not None and starting:
@@ -95,7 +116,7 @@ def claim_queued(run_id: str, owner: str, ttl: float, now: float,
             yield "put_bucket", (queue, bucket_key, tat)
         if config.fair:
             yield "fair_start", (queue, key, config.vtime)
-    return Claimed(run_from_row(claimed), holder)
+    return claimed
 
 
 # -- reads and changes ---------------------------------------------------------------------
@@ -177,8 +198,10 @@ class QueueStore:
 
 # The ready runs of queues, ranked. ``$1`` now, ``$2`` the limit. ``{greatest}`` is the
 # dialect's two-argument maximum. A key's runs are numbered (``nth``) so that a key with
-# room for two more runs lists at most two; fairness orders by each run's start tag as
-# if its key's earlier runs started first. The second part says when the soonest
+# room for two more runs lists at most two, and a queue's (``qn``) so that a queue with
+# one free slot lists one run (a longer list would be claimed one by one as slots free,
+# after runs that came later and rank higher); fairness orders by each run's start tag
+# as if its key's earlier runs started first. The second part says when the soonest
 # rate-limited queue or key with ready runs allows a start again.
 CANDIDATES = """
 WITH held AS (
@@ -197,7 +220,8 @@ ready AS (
       AND (r.status IN ('queued', 'running')
            OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= $1))),
 ranked AS (
-    SELECT ready.run_id, ready.priority, ready.created_at, ready.queue, ready.queue_key,
+    SELECT ready.run_id, ready.priority, ready.created_at, ready.queue,
+           q.concurrency - COALESCE(t.n, 0) AS room,
            CASE WHEN q.fair = 1 THEN {greatest}(q.vtime, COALESCE(k.finish, 0))
                 + (ready.nth - 1) / COALESCE(k.weight, 1.0) ELSE 0 END AS tag,
            CASE WHEN ready.starting AND qb.tat > $1 THEN qb.tat
@@ -210,10 +234,14 @@ ranked AS (
     LEFT JOIN {buckets} kb ON kb.queue = ready.queue AND kb.key = ready.queue_key
          AND q.key_rate_n IS NOT NULL
     WHERE COALESCE(q.paused, 0) = 0
-      AND (q.per_key IS NULL OR COALESCE(h.n, 0) + ready.nth <= q.per_key)
-      AND (q.concurrency IS NULL OR COALESCE(t.n, 0) < q.concurrency))
+      AND (q.per_key IS NULL OR COALESCE(h.n, 0) + ready.nth <= q.per_key)),
+numbered AS (
+    SELECT run_id, priority, created_at, tag, room,
+           ROW_NUMBER() OVER (PARTITION BY queue ORDER BY priority, tag, created_at, run_id)
+               AS qn
+    FROM ranked WHERE limited IS NULL)
 SELECT run_id, NULL FROM (
-    SELECT run_id FROM ranked WHERE limited IS NULL
+    SELECT run_id FROM numbered WHERE room IS NULL OR qn <= room
     ORDER BY priority, tag, created_at, run_id LIMIT $2) AS best
 UNION ALL
 SELECT NULL, MIN(limited) FROM ranked WHERE limited IS NOT NULL
@@ -248,5 +276,5 @@ def run_queue(run: RunRecord) -> tuple[str | None, str | None, int | None]:
 
 
 __all__ = ["CANDIDATES", "DEPTHS", "NO_KEY", "QUEUE_COLUMNS", "QueueRow", "QueueStats",
-           "QUEUE_RUN_COLUMNS", "QueueStore", "claim_queued", "queue_from_row", "queue_sql",
+           "QUEUE_RUN_COLUMNS", "QueueStore", "claim_queued", "gate", "queue_from_row", "queue_sql",
            "run_queue"]

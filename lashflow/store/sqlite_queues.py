@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .queues import CANDIDATES, DEPTHS, QUEUE_COLUMNS, queue_sql
+from .queues import CANDIDATES, DEPTHS, QUEUE_COLUMNS, gate, queue_sql
 
 
 def _add_column(table: str, column: str) -> str:
@@ -48,6 +48,18 @@ class QueueStatements:
         return conn.execute("SELECT lease_owner, lease_expires, generation, status, queue, "
                             "queue_key, priority FROM runs WHERE run_id = ?",
                             (run_id,)).fetchone()
+
+    def gate_claim(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
+                   expires: float, generation: int, holder: str | None, dead: bool) -> Any:
+        """``queues.gate``, its statements answered here, in the writer's transaction."""
+        program = gate(run_id, owner, now, expires, generation, holder, dead)
+        answer = None
+        while True:
+            try:
+                name, args = program.send(answer)
+            except StopIteration as end:
+                return end.value
+            answer = getattr(self, name)(conn, *args)
 
     def lock_queue(self, conn: sqlite3.Connection, name: str) -> Any:
         return self.queue_row(conn, name)
