@@ -149,7 +149,9 @@ class Engine:
         """The Prometheus text of this process's counters and the database's runs by
         status and open waits (``lashflow serve``'s ``/metrics``)."""
         counted = self.telemetry.metrics if self.telemetry is not None else None
-        return (counted or Metrics()).render(await self.store.stats(self.clock.now()))
+        now = self.clock.now()
+        return (counted or Metrics()).render(await self.store.stats(now),
+                                             await self.queues.gauges(now))
 
     @property
     def listeners(self) -> list[Listener]:
@@ -445,13 +447,15 @@ class Engine:
     async def runs(self, *, status: str | Iterable[str] | None = None,
                    process: str | None = None, parent: str | None = None,
                    since: float | None = None, until: float | None = None, limit: int = 50,
-                   cursor: str | None = None) -> RunPage:
+                   cursor: str | None = None, queue: str | None = None,
+                   key: str | None = None) -> RunPage:
         """Run summaries, newest first, ``limit`` (1-1000) a page: filter by status (one
         or several), process name, parent run and creation time (``since <= created_at <
-        until``, epoch seconds); pass a page's ``next_cursor`` for the next. One query a
-        page, fast at any number of runs."""
+        until``, epoch seconds), queue and key in it; pass a page's ``next_cursor`` for
+        the next. One query a page, fast at any number of runs."""
         return await self.reads.runs(status=status, process=process, parent=parent,
-                                     since=since, until=until, limit=limit, cursor=cursor)
+                                     since=since, until=until, limit=limit, cursor=cursor,
+                                     queue=queue, key=key)
 
     async def run_detail(self, run_id: str) -> RunDetail:
         """One run with its input, result or error, waits, children and journal (each

@@ -5,6 +5,7 @@ means."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import re
@@ -15,6 +16,7 @@ from ..errors import QueueExists, QueueInvalid, UnknownQueue
 from ..schedules.spec import parse_duration
 from ..store import Store
 from ..store.base import QueueRow, QueueStats
+from ..telemetry.metrics import QueueGauge
 from ..tools.clock import Clock
 
 MAX_NAME = 100
@@ -196,10 +198,21 @@ class Queues:
         row = await self._row(name)
         return QueueInfo.of(row, await self.store.queue_stats(name, self.clock.now()))
 
-    async def list(self) -> list[QueueInfo]:
+    async def list(self) -> builtins.list[QueueInfo]:
         now = self.clock.now()
         return [QueueInfo.of(row, await self.store.queue_stats(row.name, now))
                 for row in await self.store.list_queues()]
+
+    async def gauges(self, now: float) -> builtins.list[QueueGauge]:
+        """Every queue as ``/metrics`` shows it."""
+        found = []
+        for info in await self.list():
+            stats = info.stats or QueueStats()
+            oldest = 0.0 if stats.oldest_waiting is None else max(0.0, now - stats.oldest_waiting)
+            found.append(QueueGauge(info.name, sum(stats.waiting_by_priority.values()),
+                                    sum(stats.running_by_key.values()), oldest,
+                                    stats.rate_limited_until is not None, info.paused))
+        return found
 
     async def delete(self, name: str) -> None:
         """Delete the queue: its runs stay, and are claimed as if they were in none."""

@@ -45,6 +45,14 @@ class StartRun(_Body):
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = Field(None, description="Idempotency: the same id with the same "
                                                  "file and input gives back the same run.")
+    queue: str | None = Field(None, description="Wait in this queue until its limits let a "
+                                                "worker start it.")
+    key: str | None = Field(None, description="The run's key in its queue (per-key limits, "
+                                              "fairness).")
+    priority: int | None = Field(None, description="1 starts first (default: the queue's "
+                                                   "middle level).")
+    dedup_id: str | None = Field(None, description="The same id in the same queue gives back "
+                                                   "the first run.")
 
 
 class SignalBody(_Body):

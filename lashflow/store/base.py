@@ -149,6 +149,8 @@ class RunQuery:
     until: float | None = None
     limit: int = 50
     cursor: str | None = None
+    queue: str | None = None  # runs of this queue (ADR 0031)
+    key: str | None = None  # with ``queue``: of this key in it
 
 
 @dataclass(slots=True)

@@ -57,6 +57,10 @@ def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str]) -> 
             where.append(f"process = {param(query.process)}")
         if query.parent is not None:
             where.append(f"parent_run_id = {param(query.parent)}")
+        if query.queue is not None:
+            where.append(f"queue = {param(query.queue)}")
+        if query.key is not None:
+            where.append(f"queue_key = {param(query.key)}")
         if query.since is not None:
             where.append(f"created_at >= {param(query.since)}")
         if query.until is not None:
