@@ -106,6 +106,17 @@ def submit(
     dedup_id: Optional[str] = typer.Option(None, "--dedup-id", metavar="ID",
                                            help="A second submission with this id in the "
                                                 "queue gives back the first run."),
+    debounce: Optional[str] = typer.Option(None, "--debounce", metavar="DURATION",
+                                           help="Submissions of the key within this window "
+                                                "(e.g. 30s) make one run, started when it "
+                                                "closes."),
+    debounce_keep: str = typer.Option("newest", "--debounce-keep", metavar="newest|oldest",
+                                      help="Which submission's input the debounced run "
+                                           "takes."),
+    singleton: Optional[str] = typer.Option(None, "--singleton",
+                                            metavar="skip|cancel-running",
+                                            help="One run at a time per key: skip this one, "
+                                                 "or cancel the key's run for it."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -121,7 +132,9 @@ def submit(
         data = parse_json_option(input, "--input")
         async with inv.engine(db, tools) as eng:
             record = await eng.create(*deployed(file, process), data, run_id, queue=queue,
-                                      key=key, priority=priority, dedup_id=dedup_id)
+                                      key=key, priority=priority, dedup_id=dedup_id,
+                                      debounce=debounce, debounce_keep=debounce_keep,
+                                      singleton=singleton)
             return finish(display, await eng.get(record.run_id))
 
     raise typer.Exit(run_async(inv, go, text, str(file), run_id))

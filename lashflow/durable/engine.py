@@ -170,18 +170,29 @@ class Engine:
     async def create(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
                      input: Any = None, run_id: str | None = None, *, queue: str | None = None,
                      key: str | None = None, priority: int | None = None,
-                     dedup_id: str | None = None) -> RunRecord:
+                     dedup_id: str | None = None, debounce: str | float | None = None,
+                     debounce_keep: str = "newest", singleton: str | None = None) -> RunRecord:
         """Validate and store a new run (status ``queued``) without driving it. With
         ``queue`` it waits in that queue (``engine.queues``) until its limits let a
         worker start it: ``key`` (its concurrency/rate/fairness key), ``priority`` (1
         first; default the middle level), ``dedup_id`` (the same id in the same queue
-        gives back the existing run, whatever its input)."""
+        gives back the existing run, whatever its input), ``debounce`` (``"30s"``: the
+        submissions of one key within the window make one run, started when it closes,
+        with the newest input, or the oldest with ``debounce_keep="oldest"``),
+        ``singleton`` (``"skip"``: not while its key has a run going; ``"cancel-running"``:
+        that run is cancelled for this one)."""
         entry = None
         if queue is not None:
-            entry, dedup_run = await self.queues.entry(queue, key, priority, dedup_id)
+            entry, dedup_run = await self.queues.entry(queue, key, priority, dedup_id,
+                                                       debounce, debounce_keep, singleton)
+            if run_id is not None and (debounce is not None or singleton is not None):
+                raise UsageError("a debounced or singleton run's id is chosen by its queue: "
+                                 "give no run id")
             run_id = run_id or dedup_run
-        elif key is not None or priority is not None or dedup_id is not None:
-            raise UsageError("a key, priority or dedup id needs a queue (queue=...)")
+        elif any(option is not None for option in (key, priority, dedup_id, debounce,
+                                                   singleton)):
+            raise UsageError("a key, priority, dedup id, debounce or singleton needs a queue "
+                             "(queue=...)")
         run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False,
                                        queue=entry)
         return run
@@ -231,10 +242,23 @@ class Engine:
         if claim:
             run.status, run.generation = "running", 1
             run.lease_owner, run.lease_expires = self.owner, now + self.driver.lease_ttl
+        cancelled: builtins.list[str] = []
         with self.store.writing():
             await self.store.put_source(compiled.source_hash, source.text)
-            stored, created = await self.store.create_run(run)
-        deduplicated = queue is not None and "dedup_id" in queue
+            if queue is not None and "debounce" in queue:
+                run.wake_at = now + queue["debounce"]
+                stored, created = await self.store.debounce_run(
+                    run, keep_newest=queue["keep"] == "newest")
+            elif queue is not None and "singleton" in queue:
+                stored, created, cancelled = await self.store.singleton_run(
+                    run, cancel_running=queue["singleton"] == "cancel-running")
+            else:
+                stored, created = await self.store.create_run(run)
+        for earlier in cancelled:  # settled at once where nothing drives it
+            await self.commands.cancel(earlier, f"replaced by run {run.run_id} of its key "
+                                                "(singleton cancel-running)")
+        deduplicated = queue is not None and bool({"dedup_id", "debounce", "singleton"}
+                                                  & set(queue))
         if not created and not deduplicated and (stored.source_hash != run.source_hash
                                                  or stored.input_hash != input_hash):
             raise RunConflict(f"run {run.run_id} already exists with a different "

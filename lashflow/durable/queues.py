@@ -227,10 +227,17 @@ class Queues:
         return row
 
     async def entry(self, name: str, key: str | None, priority: int | None,
-                    dedup_id: str | None) -> tuple[dict[str, Any], str | None]:
+                    dedup_id: str | None, debounce: str | float | None = None,
+                    keep: str = "newest", singleton: str | None = None
+                    ) -> tuple[dict[str, Any], str | None]:
         """What a run entering queue ``name`` carries in its meta, and its run id when a
-        ``dedup_id`` decides it (the same id in the same queue: the same run)."""
+        ``dedup_id`` decides it (the same id in the same queue: the same run).
+        ``debounce`` (seconds or "30s"): submissions of one key within the window make
+        one run, started when the window closes, with the ``newest`` (or ``oldest``)
+        input; ``singleton`` (``skip`` or ``cancel-running``): one run at a time per key."""
         info = QueueInfo.of(await self._row(name))
+        if sum(option is not None for option in (dedup_id, debounce, singleton)) > 1:
+            raise QueueInvalid("choose one of dedup id, debounce and singleton for a run")
         if priority is None:
             priority = info.default_priority
         elif isinstance(priority, bool) or not isinstance(priority, int) \
@@ -247,7 +254,31 @@ class Queues:
             entry["dedup_id"] = dedup_id
             digest = hashlib.sha256(f"{name}\x00{dedup_id}".encode()).hexdigest()[:32]
             run_id = f"{name}~{digest}"
+        if debounce is not None:
+            seconds = _debounce_seconds(debounce)
+            if keep not in ("newest", "oldest"):
+                raise QueueInvalid(f"debounce keeps the newest or the oldest input, not {keep!r}")
+            entry["debounce"], entry["keep"] = seconds, keep
+        if singleton is not None:
+            if singleton not in ("skip", "cancel-running"):
+                raise QueueInvalid(f"singleton {singleton!r}: skip or cancel-running")
+            if info.per_key != 1:
+                raise QueueInvalid(f"a singleton needs a queue that runs one run per key at a "
+                                   f"time: queue {name!r} has concurrency per key "
+                                   f"{info.per_key or 'unlimited'} (lashflow queue update "
+                                   f"{name} --concurrency-per-key 1)")
+            entry["singleton"] = singleton
         return entry, run_id
+
+
+def _debounce_seconds(value: str | float) -> float:
+    try:
+        seconds = parse_duration(value, "debounce")
+    except Exception as exc:
+        raise QueueInvalid(str(exc)) from None
+    if not 0 < seconds <= 86400 * 30:
+        raise QueueInvalid(f"debounce {value!r}: a window above 0 and at most 30 days")
+    return seconds
 
 
 def _apply(row: QueueRow, concurrency: Any, per_key: Any, rate: Any, key_rate: Any,

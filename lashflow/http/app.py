@@ -224,14 +224,15 @@ class _Api:
     async def start_run(self, request: Request) -> Response:
         body: StartRun = await self.body(request, StartRun)
         path = self._process_file(body.file)
-        if body.queue is None and body.key is None and body.priority is None \
-                and body.dedup_id is None:
+        if all(option is None for option in (body.queue, body.key, body.priority,
+                                             body.dedup_id, body.debounce, body.singleton)):
             run_id = (await self.engine.start(path, body.process, body.input,
                                               body.run_id)).run_id
         else:  # a run of a queue waits there for a worker, as `lashflow submit --queue`
             run_id = (await self.engine.create(
                 path, body.process, body.input, body.run_id, queue=body.queue, key=body.key,
-                priority=body.priority, dedup_id=body.dedup_id)).run_id
+                priority=body.priority, dedup_id=body.dedup_id, debounce=body.debounce,
+                debounce_keep=body.debounce_keep, singleton=body.singleton)).run_id
         outcome = await self.engine.get(run_id)
         return JSONResponse({"run_id": run_id, "status": outcome.status.value},
                             status_code=202)

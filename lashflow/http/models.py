@@ -53,6 +53,11 @@ class StartRun(_Body):
                                                    "middle level).")
     dedup_id: str | None = Field(None, description="The same id in the same queue gives back "
                                                    "the first run.")
+    debounce: str | None = Field(None, description='A window ("30s"): submissions of the key '
+                                                   "within it make one run.")
+    debounce_keep: str = Field("newest", description="newest or oldest: the input it takes.")
+    singleton: str | None = Field(None, description="skip or cancel-running: one run at a "
+                                                    "time per key.")
 
 
 class SignalBody(_Body):

@@ -568,6 +568,18 @@ class Store(abc.ABC):
     async def queue_stats(self, name: str, now: float) -> QueueStats: ...
 
     @abc.abstractmethod
+    async def debounce_run(self, run: RunRecord, *, keep_newest: bool = True
+                           ) -> tuple[RunRecord, bool]:
+        """Store ``run`` (queued, ``wake_at`` its window's end) or fold it into the run of
+        its queue and key still in its window: (the run, whether it was stored)."""
+
+    @abc.abstractmethod
+    async def singleton_run(self, run: RunRecord, *, cancel_running: bool
+                            ) -> tuple[RunRecord, bool, list[str]]:
+        """One run at a time per key: skip ``run`` while its key has a run not settled,
+        or ask those to cancel and store it: (the run, stored, the runs asked)."""
+
+    @abc.abstractmethod
     async def queue_claimable(self, now: float, limit: int) -> tuple[list[str], float | None]:
         """Runs of queues a worker may try to claim now, best first, and when a
         rate-limited one next may start (None: none waits for a rate)."""

@@ -128,6 +128,28 @@ class QueueStatements:
                                    "$1, $2, $3, $4, $5, $6, $7)", run_id, owner, now, expires,
                                    generation, holder, dead)
 
+    async def lock_queue(self, conn: asyncpg.Connection, name: str) -> None:
+        await conn.execute("SELECT 1 FROM lashflow_queues WHERE name = $1 FOR UPDATE", name)
+
+    async def debounce_target(self, conn: asyncpg.Connection, queue: str, key: str) -> Any:
+        return await conn.fetchrow(
+            f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE queue = $1 AND queue_key = $2 "
+            "AND status = 'queued' AND generation = 0 AND wake_at IS NOT NULL "
+            "ORDER BY created_at LIMIT 1 FOR UPDATE", queue, key)
+
+    async def debounce_update(self, conn: asyncpg.Connection, run_id: str, input: str,
+                              input_hash: str, source_hash: str, meta: str,
+                              wake_at: float) -> bool:
+        return await conn.fetchval(
+            "UPDATE lashflow_runs SET input = $2, input_hash = $3, source_hash = $4, meta = $5, "
+            "wake_at = $6 WHERE run_id = $1 AND generation = 0 AND status = 'queued' "
+            "RETURNING 1", run_id, input, input_hash, source_hash, meta, wake_at) is not None
+
+    async def key_unsettled(self, conn: asyncpg.Connection, queue: str, key: str) -> list[str]:
+        return [row[0] for row in await conn.fetch(
+            "SELECT run_id FROM lashflow_runs WHERE queue = $1 AND queue_key = $2 AND status "
+            "NOT IN ('finished', 'failed', 'cancelled') ORDER BY created_at", queue, key)]
+
     async def queue_lease_of(self, conn: asyncpg.Connection, run_id: str) -> Any:
         return await conn.fetchrow(
             "SELECT lease_owner, lease_expires, generation, status, queue, queue_key, priority "

@@ -352,7 +352,8 @@ STATEMENTS = frozenset({
     "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
     "run_statuses", "next_due_at",
     # queues (store.queues)
-    "queue_lease_of", "gate_claim",
+    "queue_lease_of", "gate_claim", "lock_queue", "debounce_target", "debounce_update",
+    "key_unsettled",
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
     "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
 })

@@ -35,7 +35,7 @@ from ..states import SETTLED
 from .base import Claimed, QueueRow, QueueStats, RunRecord
 from .leases import may_claim
 from .programs import Program, one
-from .rows import run_from_row
+from .rows import dumps, run_from_row
 
 QUEUE_COLUMNS = ("name, concurrency, per_key, rate_n, rate_period, key_rate_n, key_rate_period, "
                  "priority_levels, fair, paused, vtime, created_at, updated_at")
@@ -119,6 +119,48 @@ def gate(run_id: str, owner: str, now: float, expires: float, generation: int,
     return claimed
 
 
+# -- debounce and singletons --------------------------------------------------------------
+def debounce_run(run: RunRecord, keep_newest: bool) -> Program[tuple[RunRecord, bool]]:
+    """Collapse ``run`` (queued, its ``wake_at`` the end of its debounce window) into the
+    run of its queue and key that is still in its window, never started: that run's
+    window moves to ``run``'s end and, ``keep_newest``, it takes ``run``'s input. With
+    none, ``run`` is stored. Under the queue's lock: two submissions never both store."""
+    queue, key, _ = run_queue(run)
+    yield "lock_queue", (queue,)
+    row = yield "debounce_target", (queue, key)
+    if row is not None:
+        target = run_from_row(row)
+        if keep_newest:
+            target.input, target.input_hash = run.input, run.input_hash
+            target.source_hash, target.meta = run.source_hash, run.meta
+        target.wake_at = run.wake_at
+        if (yield "debounce_update", (target.run_id, dumps(target.input), target.input_hash,
+                                      target.source_hash, dumps(target.meta),
+                                      target.wake_at)):
+            return target, False
+    yield "insert_run", (run,)
+    return run, True
+
+
+def singleton_run(run: RunRecord, cancel_running: bool
+                  ) -> Program[tuple[RunRecord, bool, list[str]]]:
+    """One run at a time per key: with a run of ``run``'s queue and key not settled,
+    either answer it (skip: nothing stored) or ask it to cancel and store ``run``
+    (cancel-running). Under the queue's lock. (stored or existing run, created, the runs
+    asked to cancel)."""
+    queue, key, _ = run_queue(run)
+    yield "lock_queue", (queue,)
+    found = list((yield "key_unsettled", (queue, key)))
+    if found and not cancel_running:
+        row = yield "run_row", (found[0],)
+        if row is not None:
+            return run_from_row(row), False, []
+    for run_id in found:
+        yield "request_cancel", (run_id,)
+    yield "insert_run", (run,)
+    return run, True, found
+
+
 # -- reads and changes ---------------------------------------------------------------------
 def get_queue(name: str) -> Program[QueueRow | None]:
     row = yield "queue_row", (name,)
@@ -183,6 +225,14 @@ class QueueStore:
         """Delete the queue (its runs stay, and are claimed as if unqueued)."""
         return bool(await self._write(one, "delete_queue", name, atomic=False))  # type: ignore[attr-defined]  # a mixin of CoreStore
 
+    async def debounce_run(self, run: RunRecord, *, keep_newest: bool = True
+                           ) -> tuple[RunRecord, bool]:
+        return await self._write(debounce_run, run, keep_newest)  # type: ignore[attr-defined]  # a mixin of CoreStore
+
+    async def singleton_run(self, run: RunRecord, *, cancel_running: bool
+                            ) -> tuple[RunRecord, bool, list[str]]:
+        return await self._write(singleton_run, run, cancel_running)  # type: ignore[attr-defined]  # a mixin of CoreStore
+
     async def queue_stats(self, name: str, now: float) -> QueueStats:
         return await self._read(queue_stats, name, float(now), scan=True, snapshot=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
@@ -217,7 +267,8 @@ ready AS (
                               ORDER BY r.priority, r.created_at, r.run_id) AS nth
     FROM {runs} r
     WHERE r.queue IS NOT NULL AND (r.lease_owner IS NULL OR r.lease_expires < $1)
-      AND (r.status IN ('queued', 'running')
+      AND (r.status = 'running'
+           OR (r.status = 'queued' AND (r.wake_at IS NULL OR r.wake_at <= $1))
            OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= $1))),
 ranked AS (
     SELECT ready.run_id, ready.priority, ready.created_at, ready.queue,

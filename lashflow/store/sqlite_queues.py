@@ -9,6 +9,7 @@ import sqlite3
 from typing import Any
 
 from .queues import CANDIDATES, DEPTHS, QUEUE_COLUMNS, gate, queue_sql
+from .rows import RUN_COLUMNS
 
 
 def _add_column(table: str, column: str) -> str:
@@ -63,6 +64,24 @@ class QueueStatements:
 
     def lock_queue(self, conn: sqlite3.Connection, name: str) -> Any:
         return self.queue_row(conn, name)
+
+    def debounce_target(self, conn: sqlite3.Connection, queue: str, key: str) -> Any:
+        return conn.execute(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE queue = ? AND queue_key = ? AND status = "
+            "'queued' AND generation = 0 AND wake_at IS NOT NULL ORDER BY created_at LIMIT 1",
+            (queue, key)).fetchone()
+
+    def debounce_update(self, conn: sqlite3.Connection, run_id: str, input: str,
+                        input_hash: str, source_hash: str, meta: str, wake_at: float) -> bool:
+        return conn.execute(
+            "UPDATE runs SET input = ?, input_hash = ?, source_hash = ?, meta = ?, wake_at = ? "
+            "WHERE run_id = ? AND generation = 0 AND status = 'queued'",
+            (input, input_hash, source_hash, meta, wake_at, run_id)).rowcount == 1
+
+    def key_unsettled(self, conn: sqlite3.Connection, queue: str, key: str) -> list[str]:
+        return [row[0] for row in conn.execute(
+            "SELECT run_id FROM runs WHERE queue = ? AND queue_key = ? AND status NOT IN "
+            "('finished', 'failed', 'cancelled') ORDER BY created_at", (queue, key))]
 
     def queue_held(self, conn: sqlite3.Connection, queue: str, key: str, now: float,
                    run_id: str) -> tuple[int, int]:
