@@ -28,6 +28,7 @@ from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
 from ..credentials import client_of
 from ..throttle import Throttle
+from .queues import QueuePages
 from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
 
@@ -93,6 +94,7 @@ class Console:
             Route("/runs/{run_id}/fork", self.form(self.fork), methods=["POST"]),
             Route("/runs/{run_id}/signal", self.form(self.signal), methods=["POST"]),
             *SchedulePages(self).routes(),
+            *QueuePages(self).routes(),
         ]
         return [
             Route("/", self.home),
