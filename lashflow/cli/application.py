@@ -8,7 +8,7 @@ from typing import Callable
 import typer
 
 from .. import __version__
-from . import operate, queue, reads, run, schedule, serve, tooling, versions
+from . import operate, queue, reads, run, schedule, serve, tooling, versions, watch
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -44,7 +44,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, tooling.check), (None, tooling.fmt), (None, tooling.lsp), (None, tooling.graph),
     (None, operate.complete), (None, operate.signal), (None, operate.cancel),
     ("list", reads.list_runs), (None, reads.show), (None, reads.waiting), (None, reads.output),
-    (None, operate.gc), (None, serve.serve),
+    (None, operate.gc), (None, serve.serve), (None, watch.watch),
     (None, versions.verify), (None, versions.diff), (None, versions.export),
     (None, versions.deploy), (None, versions.upgrade), ("versions", versions.versions_cmd),
 ]

@@ -360,7 +360,7 @@ class Driver:
             if result.status == "finished":
                 change = RunChange("finished", result=to_json(result.value))
             else:
-                change = RunChange("failed", error=_error_json(result.error))
+                change = RunChange("failed", error=_failed_json(result.error, compiled))
         except fx.Parked as parked:
             waits = [w if isinstance(w, Wait) else Wait(**w) for w in parked.waits]
             # a timer or a completion deadline makes the run due again on its own
@@ -467,6 +467,18 @@ def _error_json(error: Any) -> dict[str, Any]:
         return error
     return {"code": getattr(error, "code", "process_failed"),
             "message": getattr(error, "message", str(error))}
+
+
+def _failed_json(error: Any, compiled: Compiled) -> dict[str, Any]:
+    """A ``fail``'s error, naming the statement's site (the graph marks it)."""
+    from ..lang.sites import fail_site
+
+    data = _error_json(error)
+    span = getattr(error, "span", None)
+    site = fail_site(compiled.module, span[0]) if span else None
+    if site is not None:
+        data["site"] = site
+    return data
 
 
 def _runtime_error_json(exc: LashRuntimeError, compiled: Compiled) -> dict[str, Any]:

@@ -13,13 +13,15 @@ import asyncio
 import builtins
 import os
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..errors import DbError, InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, Store, open_store
+from ..store.events import RunEvent
 from ..store.leases import new_owner_id
 from ..telemetry import Metrics, Telemetry
 from ..tools.clock import Clock, RealClock
@@ -28,21 +30,22 @@ from .checking import FileCheck, check_file
 from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
-from . import export as exported
 from .events import Events, Listener
+from .live import EventHub
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of
-from .queues import Queues
 from .reads import Reads
-from .schedule_api import Schedules
-from .schedules import Scheduler
 from .settle import settle
 from .tool_runner import ToolRunner
-from .verifier import Verifier, VerifyReport
-from .versions import Deployment, Upgrade, Versions
-from .verify import Verdict
 from .worker import Worker
+
+if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never import them
+    from .queues import Queues
+    from .schedule_api import Schedules
+    from .verifier import Verifier, VerifyReport
+    from .versions import Deployment, Upgrade, Versions
+    from .verify import Verdict
 
 LEASE_TTL = 30.0
 
@@ -102,14 +105,41 @@ class Engine:
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
-        self.verifier = Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
-        self.deployments = Versions(self.store, self.tools, self.programs, self.reads,
-                                    self.verifier, self.clock)
-        self.worker.scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
-        self.schedules = Schedules(self, self.worker.scheduler)
-        self.queues = Queues(self.store, self.clock)
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
+        self.live = EventHub(self.store)
+
+    # Parts a run or a resume never uses are built (and their modules imported) on first
+    # use: kill -> first resumed step pays for no schedule or version code (ADR 0034).
+    @cached_property
+    def verifier(self) -> "Verifier":
+        from .verifier import Verifier
+
+        return Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
+
+    @cached_property
+    def deployments(self) -> "Versions":
+        from .versions import Versions
+
+        return Versions(self.store, self.tools, self.programs, self.reads, self.verifier,
+                        self.clock)
+
+    @cached_property
+    def queues(self) -> "Queues":
+        from .queues import Queues
+
+        return Queues(self.store, self.clock)
+
+    @cached_property
+    def schedules(self) -> "Schedules":
+        from .schedule_api import Schedules
+        from .schedules import Scheduler
+
+        scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
+        telemetry = self.telemetry
+        scheduler.metrics = telemetry.metrics if telemetry is not None else None
+        self.worker.scheduler = scheduler
+        return Schedules(self, scheduler)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> "Engine":
@@ -129,6 +159,7 @@ class Engine:
 
     async def __aexit__(self, *exc: object) -> None:
         try:
+            await self.live.close()
             await self.driver.close()
         finally:
             await self.store.close()
@@ -143,7 +174,8 @@ class Engine:
         self.driver.telemetry = found
         self.tools.use_telemetry(found)
         self.store.on_commit = found.metrics.commit if found and found.metrics else None
-        self.schedules.scheduler.metrics = found.metrics if found else None
+        if "schedules" in self.__dict__:  # built already: else it reads them when built
+            self.schedules.scheduler.metrics = found.metrics if found else None
 
     async def metrics_text(self) -> str:
         """The Prometheus text of this process's counters and the database's runs by
@@ -409,6 +441,8 @@ class Engine:
         On ``stop`` runs in flight stop at their next effect and go back to the queue.
         ``idle_exit``: return once nothing was claimable for that many seconds (tests).
         ``schedules``: also fire the ticks of schedules as they fall due."""
+        if schedules:
+            self.schedules  # builds the scheduler the worker fires ticks with
         return await self.worker.work(concurrency or self.concurrency,
                                       stop=stop or asyncio.Event(), poll=poll,
                                       idle_exit=idle_exit, retry_skipped=retry_skipped,
@@ -489,6 +523,33 @@ class Engine:
     async def steps(self, run_id: str) -> builtins.list[StepView]:
         return await self.reads.steps(run_id)
 
+    # -- live events (ADR 0033) --------------------------------------------------------
+    async def run_events(self, run_id: str, after: int = 0,
+                         limit: int = 500) -> builtins.list[RunEvent]:
+        """The run's recorded events with an offset above ``after`` (one page, at once)."""
+        await self.reads.require(run_id)
+        return await self.store.run_events(run_id, after, limit)
+
+    async def last_event(self, run_id: str) -> int:
+        """The offset of the run's last recorded event (0: none)."""
+        return await self.store.last_event(run_id)
+
+    async def subscribe(self, run_id: str, after: int = 0) -> AsyncIterator[RunEvent | None]:
+        """The run's events after offset ``after`` and then each new one as it is
+        written, each once and in order (``unknown_run`` at once for a run not there);
+        None now and then while nothing happens (a moment for a keep-alive)."""
+        await self.reads.require(run_id)
+        return self.live.run_events(run_id, after)
+
+    async def subscribe_feed(self, after: str | None = None,
+                             process: str | None = None) -> AsyncIterator[RunEvent | None]:
+        """Events of every run (or of ``process``'s runs) after a feed cursor (an event's
+        ``cursor``; None: from now on), each once, in commit order (``usage_error`` at
+        once for a cursor this database never gave)."""
+        if after is not None:
+            await self.store.feed(after, 1, process)
+        return self.live.feed(after, process)
+
     async def waiting(self) -> builtins.list[tuple[str, Wait]]:
         return await self.reads.waiting()
 
@@ -523,6 +584,8 @@ class Engine:
     async def export(self, run_ids: Iterable[str]) -> dict[str, Any]:
         """Runs as one JSON document (source, input and journal of each; no completion
         key and no secret): fixtures for ``lashflow.testing.Replayer``."""
+        from . import export as exported
+
         runs = []
         for run_id in run_ids:
             run = await self.reads.require(run_id)

@@ -15,6 +15,7 @@ class RunError:
     kind: str | None = None
     line: int | None = None
     column: int | None = None
+    site: str | None = None  # the ``fail`` statement that ended the run (its site id)
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -24,7 +25,7 @@ class RunError:
         if not data:
             return None
         return cls(data["code"], data["message"], data.get("kind"), data.get("line"),
-                   data.get("column"))
+                   data.get("column"), data.get("site"))
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from .models import CancelBody, CompletionBody, SignalBody, StartRun
 from .openapi import openapi_document
 from .queues import QueueRoutes
 from .schedules import ScheduleRoutes
+from .sse import feed_stream, run_stream
 from .throttle import Throttle
 
 log = logging.getLogger("lashflow.http")
@@ -78,6 +79,8 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/v1/runs", api.start_run, ["POST"]),
         ("/v1/runs/{run_id}", api.get_run, ["GET"]),
         ("/v1/runs/{run_id}/steps", api.get_steps, ["GET"]),
+        ("/v1/runs/{run_id}/events", api.run_events, ["GET"]),
+        ("/v1/events", api.feed, ["GET"]),
         ("/v1/runs/{run_id}/steps/{step}/output", api.get_output, ["GET"]),
         ("/v1/runs/{run_id}/signals/{name}", api.signal, ["POST"]),
         ("/v1/runs/{run_id}/cancel", api.cancel, ["POST"]),
@@ -267,6 +270,12 @@ class _Api:
         if detail.journal_error is not None:
             raise HttpError(detail.journal_error.code, detail.journal_error.message)
         return JSONResponse({"steps": [step.to_json() for step in detail.steps]})
+
+    async def run_events(self, request: Request) -> Response:
+        return await run_stream(self.engine, request)
+
+    async def feed(self, request: Request) -> Response:
+        return await feed_stream(self.engine, request)
 
     async def get_output(self, request: Request) -> Response:
         run_id, wanted = request.path_params["run_id"], request.path_params["step"]

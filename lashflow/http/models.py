@@ -175,8 +175,20 @@ class HealthAnswer(_Answer):
     ok: bool
 
 
+class RunEventData(_Answer):
+    """The ``data:`` line of one Server-Sent Event of ``/v1/runs/{id}/events`` and
+    ``/v1/events`` (its ``id:`` is ``seq`` for a run's stream, a cursor for the feed);
+    the other fields depend on ``kind`` (docs/http.md)."""
+
+    run_id: str
+    seq: int
+    kind: str  # run | step | attempt | print | yield
+    at: float
+
+
 __all__ = ["CancelAnswer", "CancelBody", "CompletionAnswer", "CompletionBody",
-           "CompletionInfo", "ErrorBody", "ErrorDetail", "HealthAnswer", "RunAnswer", "RunPage",
+           "CompletionInfo", "ErrorBody", "ErrorDetail", "HealthAnswer", "RunAnswer",
+           "RunEventData", "RunPage",
            "RunStatusAnswer", "RunSummary", "SignalAnswer", "SignalBody",
            "StartRun", "StepInfo", "StepOutputAnswer", "StepsAnswer", "WaitingAnswer",
            "WaitingItem"]

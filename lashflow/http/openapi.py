@@ -17,7 +17,8 @@ _BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.Can
 _ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
             models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
             models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
-            models.WaitingAnswer, models.HealthAnswer, *schedules.ANSWERS, *queues.ANSWERS)
+            models.WaitingAnswer, models.HealthAnswer, models.RunEventData,
+            *schedules.ANSWERS, *queues.ANSWERS)
 _METRICS = {"text/plain": {"schema": {"type": "string", "description": "Prometheus text "
                                       "exposition format 0.0.4"}}}
 
@@ -31,8 +32,8 @@ def _op(summary: str, answer: str, *, body: str | None = None, token: bool = Tru
         ok: int = 200) -> dict[str, Any]:
     """One operation: ``answer`` names the model of its success answer (``metrics``: the
     Prometheus text)."""
-    content = _METRICS if answer == "metrics" else {"application/json": {
-        "schema": _ref(answer)}}
+    media = "text/event-stream" if answer == "RunEventData" else "application/json"
+    content = _METRICS if answer == "metrics" else {media: {"schema": _ref(answer)}}
     operation: dict[str, Any] = {
         "summary": summary,
         "responses": {
@@ -94,6 +95,14 @@ def openapi_document() -> dict[str, Any]:
                                                      body="CancelBody", params=run)},
             "/v1/runs/{run_id}/retry": {"post": _op("Retry a stopped run", "RunStatusAnswer",
                                                     params=run, ok=202)},
+            "/v1/runs/{run_id}/events": {
+                "get": _op("The run's events as Server-Sent Events, after Last-Event-ID "
+                           "(or ?after=), then live", "RunEventData", params=run,
+                           query=("after",))},
+            "/v1/events": {
+                "get": _op("Every run's (or ?process='s) events as Server-Sent Events, "
+                           "after Last-Event-ID (a cursor; ?after=0: from the start), then "
+                           "live", "RunEventData", query=("process", "after"))},
             "/v1/waiting": {"get": _op("Every open wait with the command that resolves it",
                                        "WaitingAnswer")},
             "/metrics": {"get": _op("Prometheus text: runs by status, open waits, steps, "

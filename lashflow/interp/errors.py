@@ -53,6 +53,8 @@ class ProcessFailed(LashflowError):
 
     code = "process_failed"
 
-    def __init__(self, message: str, value: Any = None) -> None:
+    def __init__(self, message: str, value: Any = None,
+                 span: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.value = value
+        self.span = span  # where the ``fail`` statement is in the source

@@ -157,7 +157,7 @@ async def execute(program: Program, host: fx.Host, process: str | None = None,
             return fx.RunResult("finished", effect.value, prints=prints)
         if kind is fx.Fail:
             await host.perform(effect)
-            error = ProcessFailed(failure_text(effect.value), effect.value)
+            error = ProcessFailed(failure_text(effect.value), effect.value, effect.span)
             return fx.RunResult("failed", None, error, prints=prints)
         if kind is fx.Observe and effect.kind == "print":
             prints.append(effect.text)

@@ -18,6 +18,8 @@ from . import ast as A
 __all__ = ["Graph", "GraphError", "Node", "build_graph", "render", "node_state"]
 
 LABEL_WIDTH = 40
+FULL_WIDTH = 2000  # a node's whole text (its tooltip) is cut only past this
+MEMBERS = "#*"  # a node site ending so stands for every member of a fan-out at that site
 
 
 class GraphError(Exception):
@@ -30,6 +32,7 @@ class Node:
     kind: str          # entry end finish fail tool start await wait decision loop note event
     label: str
     sites: list[str] = field(default_factory=list)  # state keys: "site" or "site#member"
+    text: str = ""  # the node's source, uncut (labels are cut to LABEL_WIDTH): a tooltip
 
 
 @dataclass
@@ -153,10 +156,13 @@ class _Builder:
         self.loops: list[tuple[str, Pending]] = []  # (loop node, break exits)
 
     # -- nodes and edges -----------------------------------------------------------------
-    def node(self, kind: str, label: str, pending: Pending, sites: Iterable[str] = ()) -> str:
+    def node(self, kind: str, label: str, pending: Pending, sites: Iterable[str] = (),
+             where: Any = None) -> str:
+        """A node; ``where`` is its syntax node, whose whole text the node keeps."""
         self.count += 1
         node_id = f"n{self.count}"
-        self.graph.nodes[node_id] = Node(node_id, kind, label, list(sites))
+        text = _text(self.source, where, FULL_WIDTH) if where is not None else ""
+        self.graph.nodes[node_id] = Node(node_id, kind, label, list(sites), text)
         if self.cluster_stack:
             self.cluster_stack[-1].nodes.append(node_id)
         for src, label_ in pending:
@@ -221,15 +227,18 @@ class _Builder:
         if isinstance(stmt, A.ValueStmt):
             return self.value_stmt(stmt, pending, title if not emitted else None)
         if not emitted and title is not None:
-            pending = [(self.node("note", title, pending), "")]
+            pending = [(self.node("note", title, pending, where=stmt), "")]
         return pending
 
     def value_stmt(self, stmt: A.ValueStmt, pending: Pending, title: str | None) -> Pending:
         what = _text(self.source, stmt.value)
         if stmt.kind in ("finish", "fail"):
-            self.node(stmt.kind, title or f"{stmt.kind} {what}".strip(), pending)
+            # a failed run's error names the ``fail`` that ended it (its site)
+            sites = [stmt.site] if stmt.kind == "fail" else []
+            self.node(stmt.kind, title or f"{stmt.kind} {what}".strip(), pending, sites, stmt)
             return []
-        node = self.node("event", title or f"{stmt.kind} {what}".strip(), pending, [stmt.site])
+        node = self.node("event", title or f"{stmt.kind} {what}".strip(), pending, [stmt.site],
+                         stmt)
         return [(node, "")]
 
     def if_(self, stmt: A.If, pending: Pending, title: str | None) -> Pending:
@@ -237,7 +246,8 @@ class _Builder:
         if title is None and not self._interesting(stmt):
             return pending
         cond = _text(self.source, stmt.cond)
-        decision = self.node("decision", f"{title}: if {cond}" if title else f"if {cond}", pending)
+        decision = self.node("decision", f"{title}: if {cond}" if title else f"if {cond}", pending,
+                             where=stmt.cond)
         out = self.block(stmt.then.body, [(decision, "yes")])
         otherwise = stmt.otherwise
         if otherwise is None:
@@ -256,7 +266,7 @@ class _Builder:
             return pending
         text = (f"for {stmt.var} in {_text(self.source, stmt.iterable)}" if isinstance(stmt, A.For)
                 else f"while {_text(self.source, stmt.cond)}")
-        node = self.node("loop", f"{title}: {text}" if title else text, pending)
+        node = self.node("loop", f"{title}: {text}" if title else text, pending, where=head)
         breaks: Pending = []
         self.loops.append((node, breaks))
         if isinstance(stmt, A.While):
@@ -313,16 +323,17 @@ class _Builder:
                     return self.batch(node, calls, pend, named)
                 fanned = _fanout_label(inner, self.source)
                 if fanned is not None:
-                    return [(self.node("tool", named(f"fan-out: {fanned}"), pend, [node.site]),
-                             "")]
+                    # its members' steps are ``site:occ:i`` (state keys ``site#i``)
+                    return [(self.node("tool", named(f"fan-out: {fanned}"), pend,
+                                       [node.site + MEMBERS], node), "")]
                 pend = visit(inner, pend)
                 return [(self.node("await", named(f"await {_text(self.source, node.expr)}"), pend,
-                                   [node.site]), "")]
+                                   [node.site], node), "")]
             if isinstance(node, A.ReceiverCall):
                 for arg in node.args:
                     pend = visit(arg, pend)
                 name = f"{node.module or _receiver(node.receiver)}.{node.operation}"
-                return [(self.node("tool", named(name), pend, [node.site]), "")]
+                return [(self.node("tool", named(name), pend, [node.site], node), "")]
             if isinstance(node, A.Start):
                 for _, arg in node.args:
                     pend = visit(arg, pend)
@@ -330,14 +341,14 @@ class _Builder:
             if isinstance(node, A.Sleep):
                 pend = visit(node.value, pend)
                 text = f"sleep {node.mode} {_text(self.source, node.value)}"
-                return [(self.node("wait", named(text), pend, [node.site]), "")]
+                return [(self.node("wait", named(text), pend, [node.site], node), "")]
             if isinstance(node, A.WaitSignal):
                 text = f'wait_signal("{node.name}")'
-                return [(self.node("wait", named(text), pend, [node.site]), "")]
+                return [(self.node("wait", named(text), pend, [node.site], node), "")]
             if isinstance(node, A.SignalRun):
                 pend = visit(node.payload, visit(node.run, pend))
                 text = f'signal_run({_text(self.source, node.run, 16)}, "{node.name}")'
-                return [(self.node("event", named(text), pend, [node.site]), "")]
+                return [(self.node("event", named(text), pend, [node.site], node), "")]
             from .sites import children
 
             for child in children(node):
@@ -392,13 +403,21 @@ FAILED = {"err", "failed", "exhausted", "cancelled", "interrupted"}
 OPEN = {"pending", "started", "waiting", "running"}
 
 
+def _seen(site: str, states: dict[str, list[str]]) -> list[str]:
+    if not site.endswith(MEMBERS):
+        return states.get(site, [])
+    prefix = site[:-1]  # "site#": every member of the fan-out
+    return [s for key, found in states.items() if key.startswith(prefix) for s in found]
+
+
 def node_state(node: Node, states: dict[str, list[str]]) -> tuple[str | None, int]:
-    """(``done`` | ``failed`` | ``waiting`` | ``unreached``, executions) for a node."""
-    seen = [s for site in node.sites for s in states.get(site, [])]
+    """(``done`` | ``failed`` | ``waiting`` | ``unreached``, executions) for a node. A
+    fan-out counts its members; a ``fail`` has a state only if it ended the run."""
+    seen = [s for site in node.sites for s in _seen(site, states)]
     if not node.sites:
         return None, 0
     if not seen:
-        return "unreached", 0
+        return (None, 0) if node.kind == "fail" else ("unreached", 0)
     if any(s in OPEN for s in seen):
         return "waiting", len(seen)
     if any(s in FAILED for s in seen):
@@ -418,6 +437,9 @@ async def site_states(eng: Any, run_id: str) -> dict[str, list[str]]:
             keys = states.setdefault(state_key(wait.step), [])
             if "pending" not in keys:
                 keys.append("waiting")
+        error = detail.summary.error
+        if error is not None and error.site:  # the ``fail`` that ended it
+            states.setdefault(error.site, []).append("failed")
         for child in detail.children:
             family.append(await eng.run_detail(child.run_id))
     return states

@@ -128,3 +128,14 @@ def _visit(node: Any, parts: list[str], entry: str) -> None:
             parts.append("." + name)
             _visit(value, parts, entry)
             parts.pop()
+
+
+def fail_site(module: A.Module, start: int) -> str | None:
+    """The site of the ``fail`` statement that starts at offset ``start`` (what ended a
+    failed run, for the graph to mark), or None."""
+    roots = [*module.main, *(decl.body for decl in module.processes)]
+    for root in roots:
+        for node in nodes(root):
+            if isinstance(node, A.ValueStmt) and node.kind == "fail" and node.span.start == start:
+                return node.site or None
+    return None

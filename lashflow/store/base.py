@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 from ..errors import JournalCorrupt
 from ..json_text import stored
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -478,6 +478,29 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def commit(self, change: Commit) -> None:
         """Durably apply ``change``; raises ``Fenced`` if the run's generation moved."""
+
+    # -- events (store.events: written with the journal, ADR 0033) -------------------------
+    @abc.abstractmethod
+    async def run_events(self, run_id: str, after: int = 0, limit: int = 500) -> list[Any]:
+        """Up to ``limit`` of the run's events with an offset above ``after``, in order
+        (``store.events.RunEvent``)."""
+
+    @abc.abstractmethod
+    async def last_event(self, run_id: str) -> int:
+        """The run's last event offset (0: none yet)."""
+
+    @abc.abstractmethod
+    async def feed(self, after: str, limit: int = 500, process: str | None = None, *,
+                   settled: bool = True) -> list[Any]:
+        """Events of every run (or of ``process``'s runs) after the feed cursor ``after``
+        ("" is the beginning), in an order a later call never goes back on: each event's
+        ``cursor`` resumes after it. ``settled=False``: the newest committed rows even
+        where an older transaction may still add rows before them (PostgreSQL; sooner,
+        but a later read after the same cursor can miss those)."""
+
+    @abc.abstractmethod
+    async def feed_head(self) -> str:
+        """The feed cursor of now: ``feed`` after it returns only what is written later."""
 
     # -- completions and signals ---------------------------------------------------------
     # A completion row is a JSON-able dict: run_id, step_key, waiting, deadline_at,

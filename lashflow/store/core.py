@@ -20,6 +20,7 @@ from .base import (
     SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
+from .events import RunEvent, event_from_row
 from .group_commit import GroupCommit, Inline, Outcome
 from .programs import Program, one
 from .queries import page_of
@@ -253,6 +254,23 @@ class CoreStore(QueueStore, ScheduleStore, Store):
 
     async def commit(self, change: Commit) -> None:
         await self._group.submit(change, alone=self.lone_writer)
+
+    # -- events ------------------------------------------------------------------------------
+    async def run_events(self, run_id: str, after: int = 0, limit: int = 500) -> list[RunEvent]:
+        rows = await self._read(one, "run_events", run_id, int(after), int(limit))
+        return [event_from_row(row) for row in rows]
+
+    async def last_event(self, run_id: str) -> int:
+        return int(await self._read(one, "last_event", run_id))
+
+    async def feed(self, after: str, limit: int = 500, process: str | None = None, *,
+                   settled: bool = True) -> list[RunEvent]:
+        rows = await self._read(one, "feed", after, process, int(limit), settled)
+        return [event_from_row(row) for row in rows]
+
+    async def feed_head(self) -> str:
+        head: str = await self._read(one, "feed_head")
+        return head
 
     # -- completions and signals -------------------------------------------------------------
     async def completion_get(self, run_id: str, step_key: str) -> dict[str, Any] | None:

@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from ..errors import DbError, NoDatabase
+from . import events
 from .base import UNCHECKED_ROWS, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
@@ -111,9 +112,38 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 6: schedules (lashflow.store.schedules).
     6: SCHEDULES_MIGRATION,
-    # Version 7: queues, their keys and token buckets; a run's queue, key and priority.
-    7: QUEUES_MIGRATION,
+    # Version 7: each run's event log (lashflow.store.events, ADR 0033). ``tx`` (the
+    # writing transaction) orders the feed of every run: ids are taken before commit, so
+    # they alone are not in commit order.
+    7: [
+        f"""CREATE TABLE IF NOT EXISTS lashflow_events (
+            id BIGSERIAL PRIMARY KEY, tx xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            run_id TEXT {_C} NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+            data TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, UNIQUE (run_id, seq))""",
+        "CREATE INDEX IF NOT EXISTS lashflow_events_by_tx ON lashflow_events (tx, id)",
+    ],
+    # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
+    8: QUEUES_MIGRATION,
 }
+
+# The events of a group's changes that passed their fence, each the run's next offset:
+# the run rows are locked, so the run's last offset cannot move under the statement (a
+# race with a writer that held the lock when the statement began fails on the unique
+# offset and the group is written again in a transaction, see ``_apply``).
+_EVENTS_INSERT = """
+    INSERT INTO lashflow_events (run_id, seq, kind, data, at)
+    SELECT e.run_id, COALESCE((SELECT MAX(x.seq) FROM lashflow_events x
+                               WHERE x.run_id = e.run_id), 0)
+               + row_number() OVER (PARTITION BY e.run_id ORDER BY e.ord),
+           e.kind, e.data, e.at
+    FROM unnest(${0}::int[], ${1}::text[], ${2}::text[], ${3}::text[], ${4}::float8[])
+         WITH ORDINALITY AS e(idx, run_id, kind, data, at, ord)
+    WHERE e.idx IN ({ok})"""
+_EVENTS_FEED = """
+    SELECT e.run_id, e.seq, e.kind, e.data, e.at, e.tx::text || '.' || e.id::text
+    FROM lashflow_events e {join}
+    WHERE (e.tx, e.id) > ($1::text::xid8, $2::bigint) {where}
+    ORDER BY e.tx, e.id LIMIT $3"""
 
 # Errors of the driver, the server or the network: all become one-line DbErrors.
 _DB_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
@@ -192,6 +222,7 @@ class _GroupRows:
     steps: list[tuple[Any, ...]] = field(default_factory=list)
     attempts: list[tuple[Any, ...]] = field(default_factory=list)
     runs: list[tuple[Any, ...]] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
 
     @classmethod
     def of(cls, changes: list[Commit]) -> "_GroupRows":
@@ -214,6 +245,8 @@ class _GroupRows:
                 rows.runs.append((index, change.run_id, run.status, dumps(run.result),
                                   dumps(run.error), dumps(run.waiting), _float_or_none(run.wake_at),
                                   run.release_lease, _float_or_none(run.updated_at)))
+            for kind, data, at in events.of_commit(change):
+                rows.events.append((index, change.run_id, kind, data, float(at)))
         return rows
 
     def writes_a_row_twice(self) -> bool:
@@ -301,18 +334,60 @@ class _Statements(QueueStatements, ScheduleStatements):
 
     # -- runs --------------------------------------------------------------------------------
     async def insert_run(self, conn: asyncpg.Connection, run: RunRecord) -> bool:
-        # A new queued run wakes the idle workers (the NOTIFY goes out with the commit).
+        # A new queued run wakes the idle workers (the NOTIFY goes out with the commit);
+        # its first event goes in with it (one statement: atomic without a transaction).
+        kind, data, at = events.created(run)
         created = await conn.fetchrow(
-            f"INSERT INTO lashflow_runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) VALUES ($1,$2,$3,"
-            f"$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$20,$21,$22) ON CONFLICT "
-            f"(run_id) DO NOTHING RETURNING 1, CASE WHEN status = 'queued' THEN "
-            f"pg_notify($19, '') END",
+            f"WITH r AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) VALUES "
+            f"($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$23,$24,$25) "
+            f"ON CONFLICT (run_id) DO NOTHING "
+            f"RETURNING run_id, status), "
+            f"e AS (INSERT INTO lashflow_events (run_id, seq, kind, data, at) "
+            f"SELECT run_id, 1, $20, $21, $22 FROM r) "
+            f"SELECT 1, CASE WHEN status = 'queued' THEN pg_notify($19, '') END FROM r",
             run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
             run.input_hash, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            _float_or_none(run.wake_at), dumps(run.meta), self.channel, *run_queue(run))
+            _float_or_none(run.wake_at), dumps(run.meta), self.channel, kind, data, float(at),
+            *run_queue(run))
         return created is not None
+
+    async def append_events(self, conn: asyncpg.Connection, run_id: str,
+                            rows: list[events.EventRow]) -> None:
+        """In a transaction that holds the run's row lock."""
+        await conn.execute(_EVENTS_INSERT.format(1, 2, 3, 4, 5, ok="0"),
+                           [0] * len(rows), [run_id] * len(rows), [r[0] for r in rows],
+                           [r[1] for r in rows], [float(r[2]) for r in rows])
+
+    async def run_events(self, conn: asyncpg.Connection, run_id: str, after: int,
+                         limit: int) -> list[Any]:
+        return await conn.fetch(
+            "SELECT run_id, seq, kind, data, at, tx::text || '.' || id::text FROM "
+            "lashflow_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            run_id, after, limit)
+
+    async def feed(self, conn: asyncpg.Connection, after: str, process: str | None,
+                   limit: int, settled: bool) -> list[Any]:
+        """``settled``: only events of transactions older than every one still open: a
+        transaction that commits later has a later ``tx`` than anything handed out, so a
+        cursor never skips it."""
+        tx, ident = events.pg_cursor(after)
+        horizon = "AND e.tx < pg_snapshot_xmin(pg_current_snapshot())" if settled else ""
+        if process is None:
+            return await conn.fetch(_EVENTS_FEED.format(join="", where=horizon), str(tx),
+                                    ident, limit)
+        return await conn.fetch(
+            _EVENTS_FEED.format(join="JOIN lashflow_runs r ON r.run_id = e.run_id",
+                                where=f"{horizon} AND r.process = $4"),
+            str(tx), ident, limit, process)
+
+    async def last_event(self, conn: asyncpg.Connection, run_id: str) -> int:
+        return int(await conn.fetchval("SELECT COALESCE(MAX(seq), 0) FROM lashflow_events "
+                                       "WHERE run_id = $1", run_id))
+
+    async def feed_head(self, conn: asyncpg.Connection) -> str:
+        return f"{await conn.fetchval('SELECT pg_snapshot_xmin(pg_current_snapshot())')}.0"
 
     async def run_row(self, conn: asyncpg.Connection, run_id: str) -> Any:
         return await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_runs WHERE run_id = $1",
@@ -372,7 +447,7 @@ class _Statements(QueueStatements, ScheduleStatements):
             "('finished', 'failed', 'cancelled') FOR UPDATE", run_ids)]
 
     async def delete_runs(self, conn: asyncpg.Connection, run_ids: list[str]) -> None:
-        for table in ("steps", "attempts", "completions", "signals", "runs"):
+        for table in ("steps", "attempts", "completions", "signals", "events", "runs"):
             await conn.execute(f"DELETE FROM lashflow_{table} WHERE run_id = ANY($1::text[])",
                                run_ids)
 
@@ -500,6 +575,8 @@ class _Statements(QueueStatements, ScheduleStatements):
             "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
             "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
             "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
+        await self.append_events(conn, run_id,
+                                 [events.status_event("queued", now, reopened=True)])
         await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
 
     async def forget_completions(self, conn: asyncpg.Connection, run_id: str,
@@ -708,7 +785,12 @@ class PostgresBackend:
         rows = _GroupRows.of(changes)
         if rows.writes_a_row_twice() or any(change.wake is not None for change in changes):
             return await self._apply_in_transaction(conn, changes, rows)
-        return await self._apply_in_one_statement(conn, changes, rows)
+        try:
+            return await self._apply_in_one_statement(conn, changes, rows)
+        except asyncpg.UniqueViolationError:
+            # another writer of one of these runs committed events while this statement
+            # waited for its lock: nothing was written; the transaction reads afresh
+            return await self._apply_in_transaction(conn, changes, rows)
 
     # Lock every run row of the group in one fixed order (no deadlocks between workers); a
     # lease taken over meanwhile shows as a newer generation. Then each table's rows of the
@@ -721,6 +803,7 @@ class PostgresBackend:
             SELECT c.idx FROM unnest($2::int[], $3::text[], $4::bigint[]) AS c(idx, run_id, gen)
             LEFT JOIN locked l ON l.run_id = c.run_id
             WHERE c.gen IS NULL OR l.generation = c.gen),
+        new_events AS ({_EVENTS_INSERT.format(41, 42, 43, 44, 45, ok="SELECT idx FROM ok")}),
         new_blobs AS (
             INSERT INTO lashflow_blobs (hash, data)
             SELECT b.hash, b.data FROM unnest($5::int[], $6::text[], $7::text[]) AS b(idx, hash, data)
@@ -773,7 +856,7 @@ class PostgresBackend:
             list(range(len(changes))), [change.run_id for change in changes],
             [change.generation for change in changes],
             *_columns(rows.blobs, 3), *_columns(rows.steps, 13), *_columns(rows.attempts, 10),
-            *_columns(rows.runs, 9), self.channel)
+            *_columns(rows.runs, 9), self.channel, *_columns(rows.events, 5))
         return {row[0] for row in found}
 
     async def _apply_in_transaction(self, conn: asyncpg.Connection, changes: list[Commit],
@@ -818,6 +901,9 @@ class PostgresBackend:
             for index, change in enumerate(changes):
                 if change.wake is not None and index in ok:
                     await self.sql.wake(conn, change.wake, change.wake_at, WAKEABLE)
+            if rows.events:
+                await conn.execute(_EVENTS_INSERT.format(1, 2, 3, 4, 5, ok="SELECT unnest($6::int[])"),
+                                   *_columns(rows.events, 5), sorted(ok))
         return ok
 
 

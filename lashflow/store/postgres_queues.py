@@ -1,5 +1,5 @@
 """PostgreSQL's SQL for the queue statements (``programs.STATEMENTS``), mixed into the
-dialect's statements; the tables and columns come with schema version 7.
+dialect's statements; the tables and columns come with schema version 8.
 
 A gated claim is one call of ``lashflow_gate_claim``, a PL/pgSQL function holding
 ``queues.gate``'s rule: it locks the queue's row (claims of one queue line up there),

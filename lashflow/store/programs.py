@@ -351,6 +351,8 @@ STATEMENTS = frozenset({
     "schedule_row", "schedule_rows", "due_schedules", "insert_schedule", "swap_schedule",
     "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
     "run_statuses", "next_due_at",
+    # events (store.events)
+    "append_events", "run_events", "last_event", "feed", "feed_head",
     # queues (store.queues)
     "queue_lease_of", "gate_claim", "lock_queue", "debounce_target", "debounce_update",
     "key_unsettled",

@@ -38,6 +38,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import aiosqlite
 
 from ..errors import DbError, NoDatabase
+from . import events
 from .base import SCHEMA_VERSION, UNCHECKED_ROWS, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
@@ -128,8 +129,16 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 6: schedules (lashflow.store.schedules).
     6: SCHEDULES_MIGRATION,
-    # Version 7: queues, their keys and token buckets; a run's queue, key and priority.
-    7: QUEUES_MIGRATION,
+    # Version 7: each run's event log (lashflow.store.events, ADR 0033). ``id`` orders the
+    # feed of every run (AUTOINCREMENT: never reused after gc deletes the newest rows).
+    7: [
+        """CREATE TABLE IF NOT EXISTS events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, seq INTEGER NOT NULL,
+            kind TEXT NOT NULL, data TEXT NOT NULL, at REAL NOT NULL)""",
+        "CREATE UNIQUE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)",
+    ],
+    # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
+    8: QUEUES_MIGRATION,
 }
 
 
@@ -260,7 +269,44 @@ class _Statements(QueueStatements, ScheduleStatements):
         cursor = conn.execute(
             f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) VALUES "
             "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", run_values(run) + run_queue(run))
-        return cursor.rowcount == 1
+        if cursor.rowcount != 1:
+            return False
+        self.append_events(conn, run.run_id, [events.created(run)])
+        return True
+
+    def append_events(self, conn: sqlite3.Connection, run_id: str,
+                      rows: list[events.EventRow]) -> None:
+        """The run's next offsets: the one writer connection makes ``MAX`` exact."""
+        last = conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?",
+                            (run_id,)).fetchone()[0] or 0
+        conn.executemany("INSERT INTO events (run_id, seq, kind, data, at) VALUES (?,?,?,?,?)",
+                         [(run_id, last + n, kind, data, at)
+                          for n, (kind, data, at) in enumerate(rows, 1)])
+
+    def run_events(self, conn: sqlite3.Connection, run_id: str, after: int,
+                   limit: int) -> list[Any]:
+        return conn.execute("SELECT run_id, seq, kind, data, at, id FROM events WHERE run_id = ? "
+                            "AND seq > ? ORDER BY seq LIMIT ?", (run_id, after, limit)).fetchall()
+
+    def feed(self, conn: sqlite3.Connection, after: str, process: str | None,
+             limit: int, settled: bool) -> list[Any]:
+        """Events of every run (of ``process``) after the cursor, in commit order: the one
+        writer gives ids in that order (so every read is ``settled``)."""
+        start = events.sqlite_cursor(after)
+        if process is None:
+            return conn.execute("SELECT run_id, seq, kind, data, at, id FROM events WHERE id > ? "
+                                "ORDER BY id LIMIT ?", (start, limit)).fetchall()
+        return conn.execute(
+            "SELECT e.run_id, e.seq, e.kind, e.data, e.at, e.id FROM events e JOIN runs r ON "
+            "r.run_id = e.run_id WHERE e.id > ? AND r.process = ? ORDER BY e.id LIMIT ?",
+            (start, process, limit)).fetchall()
+
+    def last_event(self, conn: sqlite3.Connection, run_id: str) -> int:
+        return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?",
+                                (run_id,)).fetchone()[0])
+
+    def feed_head(self, conn: sqlite3.Connection) -> str:
+        return str(conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
 
     def run_row(self, conn: sqlite3.Connection, run_id: str) -> Any:
         return conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -316,7 +362,7 @@ class _Statements(QueueStatements, ScheduleStatements):
             "('finished', 'failed', 'cancelled')", run_ids)]
 
     def delete_runs(self, conn: sqlite3.Connection, run_ids: list[str]) -> None:
-        for table in ("steps", "attempts", "completions", "signals", "runs"):
+        for table in ("steps", "attempts", "completions", "signals", "events", "runs"):
             conn.execute(f"DELETE FROM {table} WHERE run_id IN ({_marks(run_ids)})", run_ids)
 
     def delete_unreferenced_blobs(self, conn: sqlite3.Connection, limit: int) -> int:
@@ -391,6 +437,7 @@ class _Statements(QueueStatements, ScheduleStatements):
                      "waiting = '[]', wake_at = NULL, cancel_requested = 0, lease_owner = NULL, "
                      "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
                      (now, meta, run_id))
+        self.append_events(conn, run_id, [events.status_event("queued", now, reopened=True)])
 
     def forget_completions(self, conn: sqlite3.Connection, run_id: str,
                            step_keys: list[str]) -> None:
@@ -497,6 +544,9 @@ class _Statements(QueueStatements, ScheduleStatements):
              for attempt in change.attempts if folded.get(attempt.step_key) is not attempt])
         if change.wake is not None:
             self.wake(conn, change.wake, change.wake_at, WAKEABLE)
+        happened = events.of_commit(change)
+        if happened:
+            self.append_events(conn, change.run_id, happened)
         if change.run is not None:
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""

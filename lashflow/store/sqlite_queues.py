@@ -1,5 +1,5 @@
 """SQLite's SQL for the queue statements (``programs.STATEMENTS``), mixed into the
-dialect's statements; the tables and columns come with schema version 7. The gate needs
+dialect's statements; the tables and columns come with schema version 8. The gate needs
 no lock of its own here: every write runs on the one writer, in an IMMEDIATE
 transaction, so a gate's count and the claim it allows see one moment."""
 

@@ -123,7 +123,9 @@ def test_waiting_and_unreached_and_child_runs(lf: Lf, example: Any, tmp_path: Pa
     # the children's journals colour the child process: one of three resizes answered err
     resize = by_label(out, "tools.resize")
     assert nodes_of(out)[resize] == "tools.resize ×3"
-    assert re.search(rf"class {resize} failed$", out, re.M)  # any failed execution shows
+    assert re.search(rf"class (\S+,)?{resize}(,\S+)? failed$", out, re.M)  # any failed one shows
+    # and the child's `fail` that ended the failing resize is marked too
+    assert re.search(rf"class (\S+,)?{by_label(out, 'fail out.error')}(,\S+)? failed$", out, re.M)
 
 
 def test_unknown_run_for_graph(lf: Lf, example: Any) -> None:
@@ -247,3 +249,47 @@ def test_a_fan_out_is_one_node_and_check_lists_it(lf: Lf, tmp_path: Path) -> Non
     as_json = lf("check", file, "--json")
     assert '"fan_outs": [{"line": 3, "fan_out": "tools.fetch for u in urls if u != \\"\\""}]' \
         in as_json.out
+
+
+FAN_THEN_FAIL = """
+process fan(urls: list[str]) {
+  pages = await [tools.fetch({ url: u })? for u in urls]
+  if len(pages) > 2 {
+    fail { reason: "too many pages for this one process to take in at once" }
+  }
+  if len(pages) == 0 {
+    fail "none"
+  }
+  finish pages
+}
+"""
+
+
+def _by_start(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Nodes by the first two words of their label (the first one for a fan-out)."""
+    return {n["label"].split(":")[0] if n["label"].startswith("fan-out")
+            else " ".join(n["label"].split()[:2]): n for n in nodes}
+
+
+def test_a_fan_out_is_done_when_its_members_are_and_the_failing_fail_is_marked(
+        lf: Lf, tmp_path: Path) -> None:
+    """Found: the fan-out node stayed "unreached" after all its members ran, and nothing
+    said which ``fail`` ended the run."""
+    file = tmp_path / "fan.lash"
+    file.write_text(FAN_THEN_FAIL)
+    (tmp_path / "fan.py").write_text("from lashflow import tool\n\n@tool\n"
+                                     "async def fetch(url: str) -> dict:\n    return {}\n")
+    failed = lf("run", file, "--input", '{"urls": ["a", "b", "c"]}', "--json").json
+    assert failed["status"] == "failed" and failed["error"]["site"]
+    graph = _by_start(lf("graph", file, "--run", failed["run_id"], "--json").json["nodes"])
+    assert (graph["fan-out"]["state"], graph["fan-out"]["executions"]) == ("done", 3)
+    assert graph["fail {"]["state"] == "failed"
+    assert graph["fail \"none\""]["state"] is None  # not the one: drawn as any fail
+    finished = lf("run", file, "--input", '{"urls": ["a"]}', "--json").json
+    graph = _by_start(lf("graph", file, "--run", finished["run_id"], "--json").json["nodes"])
+    assert graph["fail {"]["state"] is None
+    assert graph["fan-out"]["state"] == "done"
+    # a label cut to its width keeps its whole text for a tooltip
+    [long_fail] = [n for n in build_graph(FAN_THEN_FAIL).nodes.values()
+                   if n.label.startswith("fail {")]
+    assert long_fail.label.endswith("…") and long_fail.text.endswith("at once\" }")

@@ -119,21 +119,27 @@ def _on_a_terminal(args: list[str], width: int, env: dict[str, str]) -> list[str
     return [line for line in text.replace("\r\n", "\n").split("\n")]
 
 
+def _run_long(tmp_path: Path, cli_env: dict[str, str], run_id: str, source: str) -> None:
+    """Run ``source`` (calling the long-named tool) to its end as ``run_id``."""
+    (tmp_path / "long_tools.py").write_text(LONG_TOOL)
+    flow = tmp_path / "long.lash"
+    flow.write_text(source)
+    ran = subprocess.run([sys.executable, "-m", "lashflow", "run", str(flow), "--tools",
+                          str(tmp_path / "long_tools.py"), "--run-id", run_id],
+                         env=cli_env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+
+
 @pytest.mark.parametrize("width", [60, 80, 120, 200])
 def test_show_on_a_terminal_never_wraps_its_fixed_columns(tmp_path: Path, width: int,
                                                          cli_env: dict[str, str]) -> None:
     """At 120 columns `kind`, `state` and `took` printed one letter per line: the
     outcome took the width. Now each step is one line; the outcome shrinks, then moves
     to a line of its own."""
-    (tmp_path / "long_tools.py").write_text(LONG_TOOL)
-    flow = tmp_path / "long.lash"
-    flow.write_text("a = await tools.request_manager_approval_for_a_large_refund({n: 1})?\n"
-                    "b = await tools.request_manager_approval_for_a_large_refund({n: 2})?\n"
-                    "finish 1\n")
-    ran = subprocess.run([sys.executable, "-m", "lashflow", "run", str(flow), "--tools",
-                          str(tmp_path / "long_tools.py"), "--run-id", "wide"],
-                         env=cli_env, capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stderr
+    _run_long(tmp_path, cli_env, "wide",
+              "a = await tools.request_manager_approval_for_a_large_refund({n: 1})?\n"
+              "b = await tools.request_manager_approval_for_a_large_refund({n: 2})?\n"
+              "finish 1\n")
     lines = _on_a_terminal(["show", "wide"], width, cli_env)
     # a command to paste stays whole on its line; everything else fits
     too_long = [line for line in lines if len(line) > width and "lashflow " not in line]
@@ -146,3 +152,29 @@ def test_show_on_a_terminal_never_wraps_its_fixed_columns(tmp_path: Path, width:
     assert len(outcomes) == 2
     beside = all(" tool " in line for line in outcomes)
     assert beside == (width >= 200)  # beside the fixed columns only when they leave room
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_watch_on_a_terminal_fits_and_ends_with_the_result(tmp_path: Path, width: int,
+                                                           cli_env: dict[str, str]) -> None:
+    """`lashflow watch` of a finished run: its live view replays the run's events and
+    stops at the result; every line fits the terminal, one line per step."""
+    _run_long(tmp_path, cli_env, "watched",
+              "process p() {\n"
+              "  a = await tools.request_manager_approval_for_a_large_refund({n: 1})?\n"
+              "  yield {progress: 1}\n"
+              "  b = await tools.request_manager_approval_for_a_large_refund({n: 2})?\n"
+              "  finish 7\n}\n")
+    # a live view redraws in place: each frame starts after a carriage return
+    lines = "\n".join(_on_a_terminal(["watch", "watched"], width, cli_env)).replace(
+        "\r", "\n").split("\n")
+    assert [line for line in lines if len(line) > width] == []
+    final = lines[max(i for i, line in enumerate(lines) if line.startswith("run watched")):]
+    assert "finished" in final[0] and "2 steps" in final[0]
+    rows = [line for line in final if line.lstrip().startswith(("1 ", "2 "))]
+    assert len(rows) == 2 and all(" ok " in row for row in rows), final
+    assert 'yield {"progress": 1}' in final and "result 7" in final
+    piped = subprocess.run([sys.executable, "-m", "lashflow", "watch", "watched", "--json"],
+                           env=cli_env, capture_output=True, text=True, timeout=120)
+    kinds = [__import__("json").loads(line)["kind"] for line in piped.stdout.splitlines()]
+    assert kinds == ["run", "step", "yield", "step", "run"] and piped.returncode == 0

@@ -34,12 +34,24 @@ async def hostile(x: int) -> str:
 '''
 
 
+GATE_LASH = ('process gate() {\n  a = await tools.stamp({ n: 1 })?\n'
+             '  go = wait_signal("go")\n  b = await tools.stamp({ n: 2 })?\n  finish go\n}\n')
+GATE_PY = """
+from lashflow import tool
+
+@tool
+async def stamp(n: int) -> int:
+    return n
+"""
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Server]:
-    fanout = {name: (ROOT / "processes" / name).read_text() for name in ("fanout.lash",
-                                                                         "fanout.py")}
+    examples = {name: (ROOT / "processes" / name).read_text()
+                for name in ("fanout.lash", "fanout.py", "retry.lash", "retry.py")}
     with serving(tmp_path, {"hostile.lash": HOSTILE_LASH, "hostile.py": HOSTILE_PY,
-                            **fanout}) as running:
+                            "gate.lash": GATE_LASH, "gate.py": GATE_PY,
+                            **examples}) as running:
         yield running
 
 
@@ -115,6 +127,82 @@ def test_approve_in_the_inbox_and_see_the_run_finish(served: Server) -> None:
         assert dialogs == []
         # the one error the browser reports is the wrong token's 401, on purpose
         assert [e for e in errors if "status of 401" not in e] == []
+        browser.close()
+    assert served.stop() == 0
+
+
+def _until(page: Any, expression: str) -> None:
+    """Until ``expression`` is true in the page (evaluated from here: the console's
+    Content-Security-Policy refuses the string evaluation ``wait_for_function`` polls
+    with)."""
+    deadline = time.monotonic() + 60
+    while not page.evaluate(expression):
+        assert time.monotonic() < deadline, f"never true: {expression}"
+        page.wait_for_timeout(50)
+
+
+def _sign_in(page: Any, url: str) -> None:
+    page.goto(url + "/login")
+    page.fill("#token", TOKEN)
+    page.click("#sign-in")
+    page.wait_for_url("**/runs")
+
+
+def test_the_timeline_and_live_updates_from_the_run_events(served: Server) -> None:
+    """The run page draws steps and attempts over time (retries as several bars, a
+    fan-out's calls under their batch in source order, waits), and a run parked on a
+    signal moves on the open page when the signal arrives: pushed by the run's event
+    stream, the page is not reloaded."""
+    fan = json.loads((ROOT / "processes" / "fanout.input.json").read_text())
+    _start(served, "fanout.lash", fan, "fan-1", "finished")
+    rates = json.loads((ROOT / "processes" / "retry.input.json").read_text())
+    _start(served, "retry.lash", rates, "rates-1", "finished")
+    _start(served, "gate.lash", {}, "gate-1", "waiting")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = launch_browser(playwright)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        _sign_in(page, served.url)
+
+        page.goto(served.url + "/runs/fan-1")
+        labels = page.locator("#gantt g.gantt-row text").all_text_contents()
+        assert labels[:4] == ["fan-out · 3 calls", "[0] tools.stock", "[1] tools.stock",
+                              "[2] tools.stock"], labels
+        assert page.locator("#gantt rect.bar-err").count() == 1  # east is offline
+        page.screenshot(path=str(SHOTS / "timeline-fanout.png"), full_page=True)
+
+        page.goto(served.url + "/runs/rates-1")
+        rows = page.locator("#gantt g.gantt-row")
+        bars = page.evaluate("""() => [...document.querySelectorAll('#gantt rect.bar')]
+            .map(bar => bar.getAttribute('class'))""")
+        assert rows.count() == 2 and bars.count("bar bar-failed") + bars.count(
+            "bar bar-err") >= 2, bars  # the flaky call's failed attempts, then its answer
+        page.screenshot(path=str(SHOTS / "timeline-retries.png"), full_page=True)
+
+        page.goto(served.url + "/runs/gate-1")
+        assert page.inner_text("#run-status") == "waiting"
+        assert page.locator("#gantt rect.bar-wait").count() == 0  # not journaled yet
+        page.evaluate("window.notReloaded = true")
+        sent = httpx.post(f"{served.url}/v1/runs/gate-1/signals/go", headers=AUTH,
+                          json={"payload": "yes"}, timeout=30)
+        assert sent.status_code == 200, sent.text
+        _until(page, "document.getElementById('run-status').textContent === 'finished'")
+        assert page.evaluate("window.notReloaded === true")  # updated in place
+        assert int(page.evaluate("document.body.dataset.refreshed")) >= 1
+        assert page.locator("#gantt g.gantt-row").count() == 3
+        assert page.locator("#gantt rect.bar-wait").count() == 1  # the signal's wait
+        page.screenshot(path=str(SHOTS / "timeline-live.png"), full_page=True)
+
+        # the runs list hears of a new run without a reload too
+        page.goto(served.url + "/runs")
+        before = page.locator("#run-rows tr").count()
+        page.evaluate("window.notReloaded = true")
+        _start(served, "gate.lash", {}, "gate-2", "waiting")
+        _until(page, f"document.querySelectorAll('#run-rows tr').length > {before}")
+        assert page.evaluate("window.notReloaded === true")
+        assert errors == []
         browser.close()
     assert served.stop() == 0
 

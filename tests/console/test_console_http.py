@@ -133,3 +133,18 @@ async def test_the_run_page_shows_the_version_and_verifies_against_the_latest(
         api = await client.get(f"/v1/runs/{run.run_id}",
                                headers={"authorization": f"Bearer {TOKEN}"})
         assert api.status_code == 200 and api.json()["version"] == 1
+
+
+def test_graph_labels_wrap_and_keep_their_whole_text_in_a_tooltip() -> None:
+    """Found: labels were cut to 30 characters with no way to read the rest."""
+    from lashflow.http.console.graph_svg import graph_svg
+    from lashflow.lang.graph import build_graph
+
+    source = ('process p(x: int) {\n  if x > 1 {\n    fail { reason: "a reason long enough to '
+              'be cut in any box of the graph", x: x }\n  }\n  finish x\n}\n')
+    graph = build_graph(source)
+    [fail] = [n for n in graph.nodes.values() if n.kind == "fail"]
+    drawn = graph_svg(graph, {fail.sites[0]: ["failed"]})
+    assert html.escape('to be cut in any box of the graph", x: x }') in drawn  # the title
+    assert drawn.count("<tspan") >= 3  # a long label takes two lines
+    assert 'data-kind="fail" data-state="failed"' in drawn and 'stroke-width="3.5"' in drawn

@@ -211,11 +211,16 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
     doc = (await client.get("/openapi.json")).json()
     schemas = doc["components"]["schemas"]
     answers: dict[tuple[str, str], str] = {}
+    streams: set[str] = set()
     for path, operations in doc["paths"].items():
         for method, operation in operations.items():
             [(status, success)] = [(s, r) for s, r in operation["responses"].items()
                                    if s.startswith("2")]
             [(media, content)] = success["content"].items()
+            if media == "text/event-stream":  # checked in test_http_events.py
+                assert content["schema"]["$ref"].endswith("/RunEventData")
+                streams.add(path)
+                continue
             if media == "text/plain":
                 assert path == "/metrics" and content["schema"]["type"] == "string"
                 continue
@@ -245,6 +250,7 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
         ("POST", "/v1/runs/{run_id}/retry", f"/v1/runs/{other}/retry", None),
         ("GET", "/healthz", "/healthz", None),
     ]
+    assert streams == {"/v1/runs/{run_id}/events", "/v1/events"}
     # the schedules routes are checked in tests/schedules/test_schedules_http.py, the
     # queues routes in tests/http/test_http_queues.py
     assert {(method, path) for method, path, _, _ in calls} == {

@@ -15,8 +15,8 @@ from html import escape
 
 from ...lang.graph import COLOURS, Graph, node_state
 
-BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 200, 34, 28, 30, 12
-MAX_LABEL = 30
+BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 200, 40, 28, 30, 12
+MAX_LABEL = 32  # characters a line of a box holds; two lines, then the tooltip has it all
 SHAPE_RADIUS = {"entry": 17, "finish": 17, "fail": 17, "end": 17, "decision": 2, "loop": 8}
 
 
@@ -49,8 +49,26 @@ def _rows(graph: Graph) -> dict[str, tuple[int, int]]:
     return place
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
+def _lines(text: str) -> list[str]:
+    """A label in at most two lines of ``MAX_LABEL``, broken at a space where one is near;
+    what is cut ends in an ellipsis (the node's ``<title>`` holds the whole text)."""
+    flat = " ".join(text.split())
+    if len(flat) <= MAX_LABEL:
+        return [flat]
+    cut = flat.rfind(" ", MAX_LABEL // 2, MAX_LABEL + 1)
+    cut = cut if cut > 0 else MAX_LABEL
+    first, rest = flat[:cut], flat[cut:].strip()
+    if len(rest) > MAX_LABEL:
+        rest = rest[:MAX_LABEL - 1] + "…"
+    return [first, rest]
+
+
+def _label_svg(x: float, y: float, text: str) -> str:
+    lines = _lines(text)
+    top = y + 4 - 7 * (len(lines) - 1)
+    spans = "".join(f'<tspan x="{x:.0f}" y="{top + 14 * i:.0f}">{escape(line)}</tspan>'
+                    for i, line in enumerate(lines))
+    return f'<text text-anchor="middle" font-size="12">{spans}</text>'
 
 
 def graph_svg(graph: Graph, states: dict[str, list[str]]) -> str:
@@ -90,15 +108,19 @@ def graph_svg(graph: Graph, states: dict[str, list[str]]) -> str:
         state, runs = node_state(node, states)
         fill, stroke = COLOURS.get(state or "", ("#ffffff", "#555555"))
         text = node.label + (f" ×{runs}" if runs > 1 else "")
+        whole = node.label if not node.text or node.text in node.label else \
+            f"{node.label}\n{node.text}"
         radius = SHAPE_RADIUS.get(node.kind, 4)
-        out.append(f'<g class="node" data-state="{escape(state or "none")}">'
-                   f'<title>{escape(node.kind)}: {escape(text)}'
+        ended = node.kind == "fail" and state == "failed"  # the fail that ended the run
+        out.append(f'<g class="node" data-kind="{escape(node.kind)}" '
+                   f'data-state="{escape(state or "none")}">'
+                   f'<title>{escape(node.kind)}: {escape(whole)}'
+                   f'{" ×" + str(runs) if runs > 1 else ""}'
                    f'{" (" + escape(state) + ")" if state else ""}</title>'
                    f'<rect x="{x - BOX_W / 2:.0f}" y="{y - BOX_H / 2:.0f}" width="{BOX_W}" '
                    f'height="{BOX_H}" rx="{radius}" fill="{fill}" stroke="{stroke}" '
-                   f'stroke-width="1.5"/>'
-                   f'<text x="{x:.0f}" y="{y + 4:.0f}" text-anchor="middle" font-size="12">'
-                   f'{escape(_short(text))}</text></g>')
+                   f'stroke-width="{3.5 if ended else 1.5}"/>'
+                   f'{_label_svg(x, y, text)}</g>')
     out.append("</svg>")
     return "".join(out)
 

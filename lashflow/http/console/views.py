@@ -27,7 +27,9 @@ from ...json_text import pretty
 from ...states import RUN_STATUSES, SETTLED
 from ...tools import ToolResult
 from ..credentials import client_of
+from ..sse import feed_stream, run_stream
 from ..throttle import Throttle
+from .gantt_svg import gantt_svg
 from .queues import QueuePages
 from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
@@ -87,6 +89,8 @@ class Console:
             Route("/runs/rows", self.page(self.run_rows)),
             Route("/runs/{run_id}", self.page(self.run)),
             Route("/runs/{run_id}/state", self.page(self.run_state)),
+            Route("/runs/{run_id}/events", self.page(self.run_events)),
+            Route("/events", self.page(self.feed)),
             Route("/runs/{run_id}/output/{step}", self.page(self.output)),
             Route("/runs/{run_id}/verify", self.page(self.verify)),
             Route("/runs/{run_id}/cancel", self.form(self.cancel), methods=["POST"]),
@@ -235,7 +239,11 @@ class Console:
                 drawing = None
             signals = _declared_signals(source, detail.summary.process)
         settled = detail.status.value in SETTLED
-        return self.render(request, "run.html", run=detail, graph=drawing,
+        updated = detail.summary.updated_at
+        gantt = gantt_svg(detail.steps, detail.summary.created_at,
+                          updated if settled else max(updated, self.engine.clock.now()))
+        return self.render(request, "run.html", run=detail, graph=drawing, gantt=gantt,
+                           events_after=await self.engine.last_event(run_id),
                            signals=signals or [], settled=settled,
                            stopped=detail.status.value in ("failed", "cancelled",
                                                            "needs_attention"))
@@ -244,6 +252,14 @@ class Console:
         summary = (await self.engine.run_detail(request.path_params["run_id"])).summary
         return JSONResponse({"status": summary.status.value, "updated_at": summary.updated_at},
                             headers=HEADERS)
+
+    async def run_events(self, request: Request) -> Response:
+        """The run's events as the API streams them, for the page's live view."""
+        return await run_stream(self.engine, request)
+
+    async def feed(self, request: Request) -> Response:
+        """Every run's events (``?process=``), for the runs page's live list."""
+        return await feed_stream(self.engine, request)
 
     async def output(self, request: Request) -> Response:
         run_id, step = request.path_params["run_id"], request.path_params["step"]
