@@ -145,6 +145,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--size", action="store_true",
+                        help="only run --runs workflows one after another and exit (the "
+                             "caller measures the file: bench_size.py)")
     args = parser.parse_args()
 
     if args.wal:
@@ -161,6 +164,12 @@ def main() -> None:
     }
     DBOS(config=config)
     DBOS.launch()
+    if args.size:
+        try:
+            seq_sync(args.runs, args.steps)
+        finally:
+            DBOS.destroy()
+        return
     try:
         # warm-up: first-use costs (imports, statement caches) out of the timings
         seq_sync(2, args.steps)

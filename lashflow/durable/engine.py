@@ -86,9 +86,9 @@ class Engine:
         self.clock: Clock = clock or RealClock()
         self.concurrency = concurrency
         self.limits = limits or Limits()
-        self.owner = new_owner_id()
         self.store = (store if store is not None
                       else open_store(db, create=create, readonly=readonly))
+        self.owner = new_owner_id(session=self.store.holds_sessions)
         self.events = Events()
         self.plugins = plugins
         self._initial_tools = list(tools)

@@ -111,7 +111,8 @@ class Worker:
             now = self.clock.now()
             if run.status == "waiting" and (run.wake_at is None or run.wake_at > now):
                 return  # parked since it was listed (by the worker that held it): not due
-            if not may_claim(run.lease_owner, run.lease_expires, self.driver.owner, now):
+            if not may_claim(run.lease_owner, run.lease_expires, self.driver.owner, now,
+                             is_dead=self.store.owner_gone):
                 return  # another worker took it since it was listed: no claim to lose
             self.tools.load_for_run(run)
             # through the driver's task registry: a run this process already drives (a

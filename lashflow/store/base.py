@@ -16,6 +16,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
 from ..json_text import stored
+from .leases import owner_is_dead
 
 SCHEMA_VERSION = 8
 # Every journal row written from schema version 4 on carries its checksum; a database
@@ -457,6 +458,13 @@ class Store(abc.ABC):
         in the queue, its result, error, waits and cancel request cleared, ``edit``
         applied to its meta and the completion rows of the steps in ``forget`` deleted,
         atomically. False if the run is not stopped (or is held)."""
+
+    holds_sessions = False  # True: the database sees each owner's life (ADR 0035)
+
+    def owner_gone(self, owner: str) -> bool:
+        """Is this lease holder known to be dead (by its pid, or by the database at the
+        last ``claimable``)? A hint to skip hopeless claims; the claim decides."""
+        return owner_is_dead(owner)
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """Runs a worker may take now: queued or orphaned, and waiting runs that are due."""

@@ -1,4 +1,9 @@
-"""Wake-ups for PostgreSQL workers: ``LISTEN`` on one dedicated connection.
+"""Wake-ups and liveness for PostgreSQL workers: one dedicated connection per process.
+
+It ``LISTEN``s, and it holds a session-level advisory lock for each lease owner of the
+process, which the server releases the moment the session ends: when the process dies, or
+its machine vanishes (then after the TCP keepalive bound set below). Other workers try the
+lock to see whether an owner still lives (ADR 0035).
 
 A worker that found nothing to do sleeps until a notification says a run became
 claimable (``PostgresStore`` sends ``NOTIFY`` in the transaction that made it so) or its
@@ -13,6 +18,7 @@ import asyncio
 import hashlib
 import logging
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import asyncpg
 
@@ -21,6 +27,15 @@ log = logging.getLogger("lashflow.store")
 _MAX_CHANNEL = 63  # PostgreSQL truncates identifiers (NAMEDATALEN - 1 bytes)
 _PING_EVERY = 30.0  # seconds between checks that a quiet connection is still there
 _RETRY_MAX = 30.0  # seconds between reconnect attempts, at most
+
+# The two-key advisory lock space of an owner's session lock: (this class, hashtext(owner)).
+LOCK_CLASS = 0x6C617368
+# How soon the server ends the session of a machine that vanished without closing its
+# TCP connection: an idle session is probed after 5 s, then every 2 s, and dropped after 3
+# unanswered probes (11 s); data left unacknowledged for 11 s drops it too. A URL
+# parameter of the same name overrides each.
+SESSION_KEEPALIVE = {"tcp_keepalives_idle": "5", "tcp_keepalives_interval": "2",
+                     "tcp_keepalives_count": "3", "tcp_user_timeout": "11000"}
 
 
 def channel_for(schema: str) -> str:
@@ -47,12 +62,37 @@ class WorkListener:
         self.connected = False
         self._task: asyncio.Task[None] | None = None
         self._conn: asyncpg.Connection | None = None
+        given = {key for key, _ in parse_qsl(urlsplit(dsn).query)}
+        self._settings = {k: v for k, v in SESSION_KEEPALIVE.items() if k not in given}
+        self._owners: set[str] = set()  # owners whose lock every session of ours takes
+        self._locked: set[str] = set()  # ... and those the current session holds
+        self._changed = asyncio.Condition()
+        self._wanted = asyncio.Event()  # an owner was added: lock it
+
+    def holds(self, owner: str) -> bool:
+        return owner in self._locked
+
+    async def hold(self, owner: str, timeout: float) -> None:
+        """Return once this process's session holds ``owner``'s lock (taken now if need
+        be, and again on every reconnection). A run may carry ``owner``'s lease only
+        from then on: before, other workers would see the owner as dead."""
+        if owner in self._locked:
+            return
+        self._owners.add(owner)
+        self._wanted.set()
+        self._start()
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: owner in self._locked),
+                                   timeout)
+
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._listen_forever())
 
     async def wait(self, timeout: float) -> None:
         """Return when notified (or at once if notified since the last call), else after
         ``timeout`` seconds: the polling fallback."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._listen_forever())
+        self._start()
         if not self.work.is_set():
             try:
                 await asyncio.wait_for(self.work.wait(), timeout)
@@ -76,6 +116,7 @@ class WorkListener:
                             self.display, " ".join(str(exc).split()) or type(exc).__name__)
             finally:
                 self.connected = False
+                self._locked = set()
                 await self._drop()
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
@@ -83,15 +124,29 @@ class WorkListener:
     async def _listen_once(self) -> None:
         """Connect, LISTEN, then stay until the connection is lost."""
         self._conn = conn = await asyncpg.connect(self.dsn, timeout=self.connect_timeout,
+                                                  server_settings=self._settings,
                                                   **self.options)
         lost = asyncio.Event()
-        conn.add_termination_listener(lambda _: lost.set())
+        def on_lost(_: object) -> None:
+            lost.set()
+            self._wanted.set()
+        conn.add_termination_listener(on_lost)
         await conn.add_listener(self.channel, self._on_notify)
         self.connected = True
         self.work.set()  # notifications sent while we were not listening are gone: look once
         while not lost.is_set():
-            try:
-                await asyncio.wait_for(lost.wait(), _PING_EVERY)
+            self._wanted.clear()
+            for owner in self._owners - self._locked:
+                # waits while another session holds it: our own previous one, which the
+                # server has not yet seen die (the owner still looks alive meanwhile), or
+                # a worker testing it, for one statement
+                await conn.execute("SELECT pg_advisory_lock($1, hashtext($2))",
+                                   LOCK_CLASS, owner)
+                async with self._changed:
+                    self._locked.add(owner)
+                    self._changed.notify_all()
+            try:  # until lost (which sets it too), an owner to lock, or time to ping
+                await asyncio.wait_for(self._wanted.wait(), _PING_EVERY)
             except asyncio.TimeoutError:
                 await conn.fetchval("SELECT 1", timeout=self.connect_timeout)
         raise ConnectionError("the listening connection was closed")

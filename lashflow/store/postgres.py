@@ -31,11 +31,11 @@ import asyncpg
 
 from ..errors import DbError, NoDatabase
 from . import events
-from .base import UNCHECKED_ROWS, Commit, RunQuery, RunRecord
+from .base import UNCHECKED_ROWS, Claimed, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
-from .leases import owner_is_dead
-from .pg_wakeups import WorkListener, channel_for
+from .leases import SESSION_MARK, holds_session, owner_is_dead
+from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
 from .postgres_queues import MIGRATION as QUEUES_MIGRATION
 from .postgres_queues import QueueStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
@@ -463,12 +463,16 @@ class _Statements(QueueStatements, ScheduleStatements):
         return [row[0] for row in rows]
 
     async def unsettled_leases(self, conn: asyncpg.Connection, now: float) -> list[Any]:
-        # Only owners on this host can be proven dead (see leases.py): the others need not
-        # leave the server at all.
+        # Only owners on this host (by pid) or with a session lock can be proven dead: the
+        # others need not leave the server at all. An owner whose session is gone is shown
+        # as no owner (free), judged here while its rows are read.
         return await conn.fetch(
-            "SELECT run_id, lease_owner, lease_expires FROM lashflow_runs WHERE status IN "
-            "('running', 'queued') AND queue IS NULL AND (lease_owner IS NULL OR lease_expires < $1 OR "
-            "lease_owner LIKE $2) ORDER BY created_at, run_id", now, _local_owners())
+            "SELECT run_id, CASE WHEN lease_owner LIKE $3 AND " + _SESSION_FREE.format(
+                owner="lease_owner") + " THEN NULL ELSE lease_owner END, lease_expires "
+            "FROM lashflow_runs WHERE status IN ('running', 'queued') AND queue IS NULL AND "
+            "(lease_owner IS NULL "
+            "OR lease_expires < $1 OR lease_owner LIKE $2 OR lease_owner LIKE $3) "
+            "ORDER BY created_at, run_id", now, _local_owners(), _SESSION_OWNERS)
 
     # The common case in one statement: a row locked by another transaction is skipped,
     # never waited for, so many workers can claim at once without queueing on each other.
@@ -503,6 +507,12 @@ class _Statements(QueueStatements, ScheduleStatements):
         return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status, "
                                    "queue IS NOT NULL FROM lashflow_runs WHERE run_id = $1",
                                    run_id)
+
+    async def session_gone(self, conn: asyncpg.Connection, holder: str) -> bool:
+        """Has the server ended ``holder``'s session (its lock is free)? Asked outside a
+        transaction, so the shared lock taken to find out is let go at once."""
+        return bool(await conn.fetchval("SELECT " + _SESSION_FREE.format(owner="$1::text"),
+                                        holder))
 
     async def claim_swap(self, conn: asyncpg.Connection, run_id: str, owner: str, now: float,
                          expires: float, generation: int, holder: str | None, dead: bool) -> Any:
@@ -638,6 +648,14 @@ class _Statements(QueueStatements, ScheduleStatements):
     async def signal(self, conn: asyncpg.Connection, run_id: str, name: str, ordinal: int) -> Any:
         return await conn.fetchrow("SELECT payload FROM lashflow_signals WHERE run_id = $1 AND "
                                    "name = $2 AND ordinal = $3", run_id, name, ordinal)
+
+
+# True when no session holds ``owner``'s lock (ADR 0035). A shared lock: workers testing
+# the same owner at once do not wait for each other; held to the end of the statement's
+# transaction only.
+_SESSION_FREE = ("pg_try_advisory_xact_lock_shared(" + str(LOCK_CLASS) +
+                 ", hashtext({owner}))")
+_SESSION_OWNERS = "%" + SESSION_MARK  # LIKE pattern of owners that hold a session lock
 
 
 def _local_owners() -> str:
@@ -915,13 +933,21 @@ class PostgresStore(CoreStore):
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         super().__init__(PostgresBackend(url, connect_timeout=connect_timeout))
         self.url = url
+        # Its owners hold a session lock (leases.new_owner_id), except through a proxy
+        # in transaction mode (``statement_cache_size=0``): there a session lock would
+        # stay with a server connection other clients share, so the lease decides alone.
+        self.holds_sessions = _session_locks(url)
         self._dead_owners: set[str] = set()  # owner ids are never reused: dead stays dead
+        # session owners whose lock was free at the last look: not cached for good, as an
+        # owner whose connection dropped takes its lock again when it reconnects
+        self._gone: set[str] = set()
 
-    # Ready runs, oldest first by when they became ready (created, or due), plus the local
-    # owners holding live leases (one per worker process on this host), to check for dead.
+    # Ready runs, oldest first by when they became ready (created, or due), plus the
+    # owners holding live leases that could be dead: one per worker process on this host
+    # (judged by pid), and those with a session lock, judged here by trying it.
     # A due run whose lease is held is being resumed right now: not claimable.
     _CLAIMABLE = """
-        (SELECT run_id, NULL AS owner FROM (
+        (SELECT run_id, NULL AS owner, FALSE AS gone FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
               AND queue IS NULL
@@ -931,20 +957,25 @@ class PostgresStore(CoreStore):
               AND (lease_owner IS NULL OR lease_expires < $1) AND queue IS NULL) ready
          ORDER BY ready_at, run_id LIMIT $2)
         UNION ALL
-        (SELECT DISTINCT NULL, lease_owner FROM lashflow_runs
-         WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
-           AND lease_owner LIKE $3)"""
+        (SELECT NULL, owner, CASE WHEN owner LIKE $4 THEN """ + _SESSION_FREE.format(
+        owner="owner") + """ ELSE FALSE END FROM (
+            SELECT DISTINCT lease_owner AS owner FROM lashflow_runs
+            WHERE status IN ('running', 'queued', 'waiting') AND lease_expires >= $1
+              AND (lease_owner LIKE $3 OR lease_owner LIKE $4)) owners)"""
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
-        """At most ``limit`` runs, in one round trip (a second only when a local owner
-        died): workers polling at once must not each read the whole queue.
+        """At most ``limit`` runs, in one round trip (a second only when an owner died):
+        workers polling at once must not each read the whole queue.
 
-        Runs held by a dead owner on this host come first, then the others by the time
-        they became ready (created or due), oldest first.
+        Runs held by a dead owner come first, then the others by the time they became
+        ready (created or due), oldest first.
         """
-        rows = await self.backend.fetch(self._CLAIMABLE, float(now), limit, _local_owners())
+        rows = await self.backend.fetch(self._CLAIMABLE, float(now), limit, _local_owners(),
+                                        _SESSION_OWNERS)
         ready = [row[0] for row in rows if row[0] is not None]
-        dead = [row[1] for row in rows if row[1] is not None and self._owner_dead(row[1])]
+        self._gone = {row[1] for row in rows if row[2]}
+        dead = [row[1] for row in rows if row[1] is not None
+                and (row[2] or self._owner_dead(row[1]))]
         if not dead:
             return ready
         orphans = await self.backend.fetch(
@@ -953,6 +984,31 @@ class PostgresStore(CoreStore):
             "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]
         return (found + [run_id for run_id in ready if run_id not in found])[:limit]
+
+    def owner_gone(self, owner: str) -> bool:
+        return owner in self._gone or self._owner_dead(owner)
+
+    async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
+                        steal_from_dead: bool = True) -> Claimed | None:
+        await self._hold_session(owner)
+        return await super().claim_run(run_id, owner, ttl, now, steal_from_dead=steal_from_dead)
+
+    async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        if run.lease_owner is not None:
+            await self._hold_session(run.lease_owner)
+        return await super().create_run(run)
+
+    async def _hold_session(self, owner: str) -> None:
+        """No lease of a session owner is written before its lock is held: until then,
+        other workers would judge it dead. Once held, this is a set lookup."""
+        listener = self.backend.listener
+        if not holds_session(owner) or listener is None or listener.holds(owner):
+            return
+        try:
+            await listener.hold(owner, 2 * self.backend.connect_timeout)
+        except asyncio.TimeoutError:
+            raise DbError(f"database error on {self.backend.label}: worker {owner} could not "
+                          "take its session lock (is the server out of connections?)") from None
 
     def _owner_dead(self, owner: str) -> bool:
         if owner in self._dead_owners:
@@ -968,6 +1024,13 @@ class PostgresStore(CoreStore):
         if listener is None:
             raise DbError("the store is not open")
         await listener.wait(timeout)
+
+
+def _session_locks(url: str) -> bool:
+    try:
+        return ("statement_cache_size", "0") not in parse_qsl(urlsplit(url).query)
+    except ValueError:
+        return True  # a bad URL: ``open`` says so
 
 
 def _float_or_none(value: float | None) -> float | None:

@@ -23,7 +23,7 @@ from .base import (
     CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, RunDetail, RunRecord,
     StepRecord, StoreStats,
 )
-from .leases import may_claim
+from .leases import holds_session, may_claim, owner_is_dead
 from .queries import stats_of, summary_from_row
 from .rows import dumps, journal_from_rows, loads, run_from_row
 
@@ -195,8 +195,14 @@ def claim(run_id: str, owner: str, ttl: float, now: float,
         return GATED
     if status in SETTLED:
         return None  # nothing to drive: left as it is, its updated_at too
-    if not may_claim(holder, held_until, owner, now, steal_from_dead=steal_from_dead):
-        return None
+    if not may_claim(holder, held_until, owner, now, steal_from_dead=False):
+        # a live lease of someone else's: taken only from a holder proven dead, by its
+        # session (asked of the server, at this moment) or by its pid on this host
+        if not steal_from_dead or holder is None:
+            return None
+        if not ((yield "session_gone", (holder,)) if holds_session(holder)
+                else owner_is_dead(holder)):
+            return None
     # only a dead holder's live lease let us in: the swap must not wait for it to lapse
     dead = holder not in (None, owner) and held_until >= now
     row = yield "claim_swap", (run_id, owner, now, expires, generation, holder, dead)
@@ -342,7 +348,7 @@ STATEMENTS = frozenset({
     "insert_run", "run_row", "run_rows", "runs_by_status", "parked_waits", "run_page",
     "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
-    "unsettled_leases", "claim_free", "lease_of", "claim_swap", "renew", "request_cancel",
+    "unsettled_leases", "claim_free", "lease_of", "session_gone", "claim_swap", "renew", "request_cancel",
     "due_runs", "wake", "meta_for_update", "set_meta", "reopen_candidate", "requeue", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",

@@ -393,6 +393,10 @@ class _Statements(QueueStatements, ScheduleStatements):
         return conn.execute("SELECT lease_owner, lease_expires, generation, status, "
                             "queue IS NOT NULL FROM runs WHERE run_id = ?", (run_id,)).fetchone()
 
+    def session_gone(self, conn: sqlite3.Connection, holder: str) -> bool:
+        """No owner here holds a session: one machine, judged by its pids (ADR 0035)."""
+        return False
+
     def claim_swap(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
                    expires: float, generation: int, holder: str | None, dead: bool) -> Any:
         cursor = conn.execute("UPDATE runs SET lease_owner = ?, lease_expires = ?, generation = "

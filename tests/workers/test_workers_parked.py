@@ -19,10 +19,13 @@ from workers_support import (
 )
 
 VALUE = 100  # what completer.py delivers; `after` adds one
-# runs, worker poll interval (s), bound on the median latency (s): on PostgreSQL well
-# under the 1 s a 2 s poll would give, so the wake-up must come from the NOTIFY
-PARKED_SIZES = {"postgres": (scaled("parked", 1000), 2.0, 0.75),
-                "sqlite": (scaled("sqlite_parked", 100), 0.2, 1.0)}
+# runs, worker poll interval (s), bound on the median latency (s). On PostgreSQL the
+# workers poll every 30 s: polling alone would give three workers a median of about 6 s
+# (the first of three random phases), so a median under 3 s proves the NOTIFY woke them,
+# with room for a machine whose cores are busy. On SQLite the poll is the wake-up: its
+# latency is printed, not bounded (a bound would measure the machine's load).
+PARKED_SIZES = {"postgres": (scaled("parked", 1000), 30.0, 3.0),
+                "sqlite": (scaled("sqlite_parked", 100), 0.2, None)}
 RACING_SIZES = {"postgres": scaled("racing", 200), "sqlite": scaled("sqlite_racing", 60)}
 
 
@@ -91,7 +94,8 @@ async def test_parked_runs_wake_on_completions_from_another_process(
     print(f"\n{db.name}: {count} parked runs, workers polling every {poll:g} s; complete -> next "
           f"step latency p50 {figures['p50'] * 1000:.1f} ms, p90 {figures['p90'] * 1000:.1f} ms, "
           f"max {figures['max'] * 1000:.1f} ms")
-    assert figures["p50"] < bound
+    if bound is not None:
+        assert figures["p50"] < bound
 
 
 async def test_completions_racing_the_park_are_not_lost(

@@ -79,3 +79,14 @@ async def held(call: ToolCall) -> ToolResult:
     finally:
         _hold_count(key, -1)
     return ToolResult.ok(call.input["ms"])
+
+
+@tool
+async def gate(call: ToolCall) -> ToolResult:
+    """Held in flight until the file ``$LASHFLOW_WORKERS_GATE`` exists: the test decides
+    when it may end (a worker killed meanwhile leaves it in flight), not a duration."""
+    record(call, "gate")
+    path = os.environ["LASHFLOW_WORKERS_GATE"]
+    while not os.path.exists(path):
+        await asyncio.sleep(0.01)
+    return ToolResult.ok(call.input["i"] + 1)

@@ -29,6 +29,8 @@ TOOLS = HERE / "worker_tools.py"
 FIVE = HERE / "five.lash"
 PARKED = HERE / "parked.lash"
 FANOUT = HERE / "fanout.lash"
+GATED = HERE / "gated.lash"
+ELSEWHERE = HERE / "elsewhere.py"
 COMPLETER = HERE / "completer.py"
 
 
@@ -106,9 +108,12 @@ class Fleet:
         self.names: dict[int, str] = {}
 
     def start(self, *, concurrency: int = 32, poll: float = 0.5, lease_ttl: float = 30.0,
-              tools: bool = True) -> subprocess.Popen[bytes]:
+              tools: bool = True, host: str | None = None) -> subprocess.Popen[bytes]:
+        """``host``: the worker believes it runs on that machine (``elsewhere.py``)."""
         name = f"worker{len(self.procs)}"
-        args = [sys.executable, "-m", "lashflow", "worker", "--db", self.db_url,
+        command = [sys.executable, "-m", "lashflow"] if host is None \
+            else [sys.executable, str(ELSEWHERE), host]
+        args = [*command, "worker", "--db", self.db_url,
                 "--concurrency", str(concurrency), "--poll", str(poll),
                 "--lease-ttl", str(lease_ttl), *(["--tools", str(TOOLS)] if tools else [])]
         with open(self.tmp_path / f"{name}.out", "wb") as out, \
