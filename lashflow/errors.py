@@ -116,6 +116,20 @@ class ScheduleExists(LashflowError):
     code = "schedule_exists"
 
 
+class QueueInvalid(UsageError):
+    """A queue's limits, a key, a priority or a dedup id cannot be used."""
+
+    code = "queue_invalid"
+
+
+class UnknownQueue(NotFound):
+    code = "unknown_queue"
+
+
+class QueueExists(LashflowError):
+    code = "queue_exists"
+
+
 class JournalCorrupt(DbError):
     """A journal row that cannot be trusted (not JSON, truncated, checksum mismatch, a
     missing blob): the run is never replayed from it. ``details``: ``run_id``, ``step``."""

@@ -8,7 +8,7 @@ from typing import Callable
 import typer
 
 from .. import __version__
-from . import operate, reads, repair, run, schedule, serve, tooling, versions, watch
+from . import operate, queue, reads, repair, run, schedule, serve, tooling, versions, watch
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -52,6 +52,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
 for name, command in COMMANDS:
     app.command(name)(command)
 app.add_typer(schedule.schedule_app, name="schedule")
+app.add_typer(queue.queue_app, name="queue")
 
 
 def main() -> None:

@@ -44,6 +44,10 @@ def list_runs(
                               help="Runs per page (1-1000)."),
     cursor: Optional[str] = typer.Option(None, "--cursor", metavar="CURSOR",
                                          help="The next page, as the previous page printed."),
+    queue: Optional[str] = typer.Option(None, "--queue", "-q", metavar="NAME",
+                                        help="Only runs of this queue."),
+    key: Optional[str] = typer.Option(None, "--key", metavar="K",
+                                      help="With --queue: only runs of this key in it."),
     schedule: Optional[str] = typer.Option(None, "--schedule", metavar="NAME",
                                            help="Only the runs this schedule started, newest "
                                                 "first (up to --limit; no other filter)."),
@@ -70,7 +74,7 @@ def list_runs(
                     page = await eng.runs(status=statuses, process=process, parent=parent,
                                           since=parse_when(since, "--since", now),
                                           until=parse_when(until, "--until", now),
-                                          limit=limit, cursor=cursor)
+                                          limit=limit, cursor=cursor, queue=queue, key=key)
         except NoDatabase as missing:  # nothing has run here: no runs, and no file made
             if schedule is not None:
                 from ..errors import UnknownSchedule

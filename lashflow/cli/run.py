@@ -95,12 +95,36 @@ def submit(
     input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",
                                         help="Input JSON object, inline or @file.json."),
     run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Idempotent run id."),
+    queue: Optional[str] = typer.Option(None, "--queue", "-q", metavar="NAME",
+                                        help="Wait in this queue until its limits let a "
+                                             "worker start it (lashflow queue create)."),
+    key: Optional[str] = typer.Option(None, "--key", metavar="K",
+                                      help="The run's key in its queue (per-key limits, "
+                                           "fairness), e.g. a customer id."),
+    priority: Optional[int] = typer.Option(None, "--priority", metavar="P",
+                                           help="1 starts first (default: the queue's "
+                                                "middle level)."),
+    dedup_id: Optional[str] = typer.Option(None, "--dedup-id", metavar="ID",
+                                           help="A second submission with this id in the "
+                                                "queue gives back the first run."),
+    debounce: Optional[str] = typer.Option(None, "--debounce", metavar="DURATION",
+                                           help="Submissions of the key within this window "
+                                                "(e.g. 30s) make one run, started when it "
+                                                "closes."),
+    debounce_keep: str = typer.Option("newest", "--debounce-keep", metavar="newest|oldest",
+                                      help="Which submission's input the debounced run "
+                                           "takes."),
+    singleton: Optional[str] = typer.Option(None, "--singleton",
+                                            metavar="skip|cancel-running",
+                                            help="One run at a time per key: skip this one, "
+                                                 "or cancel the key's run for it."),
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Enqueue a run without driving it: `lashflow worker` or `lashflow recover` picks it
-    up. The input is checked now (exit 2 if it does not fit)."""
+    up (a run in a --queue: a worker, when the queue allows). The input is checked now
+    (exit 2 if it does not fit)."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
     text = source_or_none(file)
@@ -108,7 +132,10 @@ def submit(
     async def go() -> int:
         data = parse_json_option(input, "--input")
         async with inv.engine(db, tools) as eng:
-            record = await eng.create(*deployed(file, process), data, run_id)
+            record = await eng.create(*deployed(file, process), data, run_id, queue=queue,
+                                      key=key, priority=priority, dedup_id=dedup_id,
+                                      debounce=debounce, debounce_keep=debounce_keep,
+                                      singleton=singleton)
             return finish(display, await eng.get(record.run_id))
 
     raise typer.Exit(run_async(inv, go, text, str(file), run_id))

@@ -48,6 +48,9 @@ class SpecOptions:
     start = typer.Option(None, "--start", metavar="TIME",
                          help="No tick before TIME (RFC 3339; no offset: in --tz).")
     end = typer.Option(None, "--end", metavar="TIME", help="No tick at or after TIME.")
+    queue = typer.Option(None, "--queue", "-q", metavar="NAME",
+                         help="Its runs enter this queue (lashflow queue create).")
+    key = typer.Option(None, "--key", metavar="K", help="Their key in the queue.")
 
 
 def _spec(cron: str | None, every: str | None, tz: str | None, jitter: str | None,
@@ -81,6 +84,9 @@ def _info_lines(info: Any, when: Any) -> list[str]:
              f"  input    {dumps(info.input)}"]
     if spec.start is not None or spec.end is not None:
         lines.append(f"  between  {when(spec.start)} and {when(spec.end)}")
+    if info.queue:
+        key = info.queue.get("key")
+        lines.append(f"  queue    {info.queue['name']}" + (f"   key {key}" if key else ""))
     if info.paused:
         lines.append("  PAUSED" + (f": {info.note}" if info.note else ""))
     lines.append(f"  fired {info.fired} · missed {info.missed} · skipped {info.skipped}"
@@ -129,6 +135,8 @@ def create(
     catchup_window: Optional[str] = SpecOptions.catchup,
     start: Optional[str] = SpecOptions.start,
     end: Optional[str] = SpecOptions.end,
+    queue: Optional[str] = SpecOptions.queue,
+    key: Optional[str] = SpecOptions.key,
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -143,7 +151,7 @@ def create(
         data = parse_json_option(input, "--input")
         async with inv.engine(db, tools) as eng:
             info = await eng.schedules.create(
-                name, file, entry, input=data,
+                name, file, entry, input=data, queue=queue, key=key,
                 **_spec(cron, every, tz, jitter, overlap, catchup_window, start, end))
         _print_info(display, info)
         return 0
@@ -316,6 +324,8 @@ def update(
     catchup_window: Optional[str] = SpecOptions.catchup,
     start: Optional[str] = SpecOptions.start,
     end: Optional[str] = SpecOptions.end,
+    queue: Optional[str] = SpecOptions.queue,
+    key: Optional[str] = SpecOptions.key,
     tools: list[str] = ToolsOption,
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -330,7 +340,7 @@ def update(
         file, entry = _target(process) if process is not None else (None, None)
         async with inv.engine(db, tools, create=False, absent=_no_schedule(name)) as eng:
             info = await eng.schedules.update(
-                name, file, entry, input=data,
+                name, file, entry, input=data, queue=queue, key=key,
                 **_spec(cron, every, tz, jitter, overlap, catchup_window, start, end))
         _print_info(display, info)
         return 0

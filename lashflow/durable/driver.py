@@ -229,6 +229,10 @@ class Driver:
                 return await self.reads.get(run_id)
             if known.status == "paused":
                 raise RunPaused(paused_message(known))
+            queue = known.meta.get("queue")
+            if isinstance(queue, dict) and known.lease_owner is None:
+                raise RunBusy(f"run {run_id} waits for its turn in queue {queue.get('name')!r} "
+                              "(a worker starts it when the queue's limits allow)")
             raise RunBusy(f"run {run_id} is being driven by another worker")
         run, generation = claimed.run, claimed.run.generation
         if (self.telemetry is not None and self.telemetry.metrics is not None

@@ -45,6 +45,7 @@ from .tool_runner import ToolRunner
 from .worker import Worker
 
 if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never import them
+    from .queues import Queues
     from .schedule_api import Schedules
     from .verifier import Verifier, VerifyReport
     from .versions import Deployment, Upgrade, Versions
@@ -135,6 +136,12 @@ class Engine:
                         self.clock)
 
     @cached_property
+    def queues(self) -> "Queues":
+        from .queues import Queues
+
+        return Queues(self.store, self.clock)
+
+    @cached_property
     def schedules(self) -> "Schedules":
         from .schedule_api import Schedules
         from .schedules import Scheduler
@@ -185,7 +192,9 @@ class Engine:
         """The Prometheus text of this process's counters and the database's runs by
         status and open waits (``lashflow serve``'s ``/metrics``)."""
         counted = self.telemetry.metrics if self.telemetry is not None else None
-        return (counted or Metrics()).render(await self.store.stats(self.clock.now()))
+        now = self.clock.now()
+        return (counted or Metrics()).render(await self.store.stats(now),
+                                             await self.queues.gauges(now))
 
     @property
     def listeners(self) -> list[Listener]:
@@ -202,11 +211,34 @@ class Engine:
 
     # -- starting ---------------------------------------------------------------------------
     async def create(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
-                     input: Any = None, run_id: str | None = None, *,
-                     on_exhausted: str | None = None) -> RunRecord:
-        """Validate and store a new run (status ``queued``) without driving it."""
+                      input: Any = None, run_id: str | None = None, *, queue: str | None = None,
+                      key: str | None = None, priority: int | None = None,
+                      dedup_id: str | None = None, debounce: str | float | None = None,
+                      debounce_keep: str = "newest", singleton: str | None = None,
+                      on_exhausted: str | None = None) -> RunRecord:
+        """Validate and store a new run (status ``queued``) without driving it. With
+        ``queue`` it waits in that queue (``engine.queues``) until its limits let a
+        worker start it: ``key`` (its concurrency/rate/fairness key), ``priority`` (1
+        first; default the middle level), ``dedup_id`` (the same id in the same queue
+        gives back the existing run, whatever its input), ``debounce`` (``"30s"``: the
+        submissions of one key within the window make one run, started when it closes,
+        with the newest input, or the oldest with ``debounce_keep="oldest"``),
+        ``singleton`` (``"skip"``: not while its key has a run going; ``"cancel-running"``:
+        that run is cancelled for this one)."""
+        entry = None
+        if queue is not None:
+            entry, dedup_run = await self.queues.entry(queue, key, priority, dedup_id,
+                                                       debounce, debounce_keep, singleton)
+            if run_id is not None and (debounce is not None or singleton is not None):
+                raise UsageError("a debounced or singleton run's id is chosen by its queue: "
+                                 "give no run id")
+            run_id = run_id or dedup_run
+        elif any(option is not None for option in (key, priority, dedup_id, debounce,
+                                                   singleton)):
+            raise UsageError("a key, priority, dedup id, debounce or singleton needs a queue "
+                             "(queue=...)")
         run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False,
-                                       on_exhausted=on_exhausted)
+                                       queue=entry, on_exhausted=on_exhausted)
         return run
 
     async def start(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
@@ -234,7 +266,8 @@ class Engine:
 
     async def _create(self, source_or_path: str | os.PathLike[str] | None, process: str | None,
                       input: Any, run_id: str | None, *, claim: bool,
-                      on_exhausted: str | None = None) -> tuple[RunRecord, Compiled, bool]:
+                      on_exhausted: str | None = None,
+                      queue: dict[str, Any] | None = None) -> tuple[RunRecord, Compiled, bool]:
         """Store a new run; returns (run as stored, compiled, created by this call).
 
         With ``claim`` a new run is stored already ``running`` under this engine's lease
@@ -259,15 +292,32 @@ class Engine:
                 raise InputInvalid(f"on_exhausted is one of {', '.join(ON_EXHAUSTED)}, not "
                                    f"{chosen!r}", path="on_exhausted")
             run.meta["on_exhausted"] = chosen
+        if queue is not None:
+            run.meta["queue"] = queue
         if self.telemetry is not None and self.telemetry.tracing is not None:
             run.meta["trace"] = self.telemetry.tracing.origin(process_name, run.run_id)
         if claim:
             run.status, run.generation = "running", 1
             run.lease_owner, run.lease_expires = self.owner, now + self.driver.lease_ttl
+        cancelled: builtins.list[str] = []
         with self.store.writing():
             await self.store.put_source(compiled.source_hash, source.text)
-            stored, created = await self.store.create_run(run)
-        if not created and (stored.source_hash != run.source_hash or stored.input_hash != input_hash):
+            if queue is not None and "debounce" in queue:
+                run.wake_at = now + queue["debounce"]
+                stored, created = await self.store.debounce_run(
+                    run, keep_newest=queue["keep"] == "newest")
+            elif queue is not None and "singleton" in queue:
+                stored, created, cancelled = await self.store.singleton_run(
+                    run, cancel_running=queue["singleton"] == "cancel-running")
+            else:
+                stored, created = await self.store.create_run(run)
+        for earlier in cancelled:  # settled at once where nothing drives it
+            await self.commands.cancel(earlier, f"replaced by run {run.run_id} of its key "
+                                                "(singleton cancel-running)")
+        deduplicated = queue is not None and bool({"dedup_id", "debounce", "singleton"}
+                                                  & set(queue))
+        if not created and not deduplicated and (stored.source_hash != run.source_hash
+                                                 or stored.input_hash != input_hash):
             raise RunConflict(f"run {run.run_id} already exists with a different "
                               f"{'source' if stored.source_hash != run.source_hash else 'input'}")
         return (run if created else stored), compiled, created
@@ -523,13 +573,15 @@ class Engine:
     async def runs(self, *, status: str | Iterable[str] | None = None,
                    process: str | None = None, parent: str | None = None,
                    since: float | None = None, until: float | None = None, limit: int = 50,
-                   cursor: str | None = None) -> RunPage:
+                   cursor: str | None = None, queue: str | None = None,
+                   key: str | None = None) -> RunPage:
         """Run summaries, newest first, ``limit`` (1-1000) a page: filter by status (one
         or several), process name, parent run and creation time (``since <= created_at <
-        until``, epoch seconds); pass a page's ``next_cursor`` for the next. One query a
-        page, fast at any number of runs."""
+        until``, epoch seconds), queue and key in it; pass a page's ``next_cursor`` for
+        the next. One query a page, fast at any number of runs."""
         return await self.reads.runs(status=status, process=process, parent=parent,
-                                     since=since, until=until, limit=limit, cursor=cursor)
+                                     since=since, until=until, limit=limit, cursor=cursor,
+                                     queue=queue, key=key)
 
     async def run_detail(self, run_id: str) -> RunDetail:
         """One run with its input, result or error, waits, children and journal (each

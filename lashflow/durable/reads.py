@@ -89,14 +89,18 @@ class Reads:
     async def runs(self, *, status: str | Iterable[str] | None = None, process: str | None = None,
                    parent: str | None = None, since: float | None = None,
                    until: float | None = None, limit: int = 50,
-                   cursor: str | None = None) -> RunPage:
+                   cursor: str | None = None, queue: str | None = None,
+                   key: str | None = None) -> RunPage:
         statuses = check_run_filters(status, limit)
-        for name, given in (("process", process), ("parent", parent)):
+        if key is not None and queue is None:
+            raise UsageError("a key filter needs a queue (--queue NAME --key K)")
+        for name, given in (("process", process), ("parent", parent), ("queue", queue),
+                            ("key", key)):
             if given is not None and not storable_text(given):
                 raise UsageError(f"{name} {given!r}: no name or run id holds a NUL or a "
                                  "lone surrogate")
         page = await self.store.query_runs(st.RunQuery(statuses, process, parent, since, until,
-                                                       limit, cursor))
+                                                       limit, cursor, queue, key))
         now = self.clock.now()
         return RunPage([self._summary(row, now) for row in page.runs], page.next_cursor)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import UnknownSchedule
+from ..errors import UnknownSchedule, UsageError
 from ..schedules.spec import ScheduleSpec, parse_moment
 from .outcome import RunSummary
 from .schedules import BackfillReport, ScheduleInfo, Scheduler, spec_from_options
@@ -38,17 +38,27 @@ class Schedules:
                      every: str | float | None = None, tz: str = "UTC",
                      jitter: str | float = 0, overlap: str = "skip",
                      catchup_window: str | float = 60, start: str | float | None = None,
-                     end: str | float | None = None) -> ScheduleInfo:
+                     end: str | float | None = None, queue: str | None = None,
+                     key: str | None = None) -> ScheduleInfo:
         """A new schedule (``ScheduleExists`` if the name is taken): exactly one of
-        ``cron`` (five fields, or six with seconds first) and ``every``."""
+        ``cron`` (five fields, or six with seconds first) and ``every``. With ``queue``
+        (and ``key``) its runs enter that queue and start when it allows."""
         spec = spec_from_options(cron=cron, every=every, tz=tz, jitter=jitter, overlap=overlap,
                                  catchup_window=catchup_window, start=start, end=end)
         from ..schedules.spec import check_name
 
         check_name(name)
         target = await self._target(source_or_path, process, input)
+        if queue is not None:
+            target["queue"] = await self._queue_entry(queue, key)
+        elif key is not None:
+            raise UsageError("a key needs a queue (--queue NAME --key K)")
         await self.scheduler.create(name, spec, target)
         return await self.get(name)
+
+    async def _queue_entry(self, queue: str, key: str | None) -> dict[str, Any]:
+        entry, _ = await self._engine.queues.entry(queue, key, None, None)
+        return dict(entry)
 
     async def get(self, name: str, *, runs: int = 10, fires: int = 5) -> ScheduleInfo:
         """The schedule, its next ``fires`` fire times and its latest ``runs`` runs."""
@@ -77,10 +87,11 @@ class Schedules:
                                              parse_moment(end, info.spec.tz, "--to"))
 
     async def update(self, name: str, source_or_path: str | os.PathLike[str] | None = None,
-                     process: str | None = None, *, input: Any = None,
-                     **options: Any) -> ScheduleInfo:
+                     process: str | None = None, *, input: Any = None, queue: str | None = None,
+                     key: str | None = None, **options: Any) -> ScheduleInfo:
         """Change the spec (any ``create`` option; ``cron`` replaces ``every`` and the
-        reverse) and/or what it starts (a new source, process or input)."""
+        reverse) and/or what it starts (a new source, process, input, queue or key in
+        its queue)."""
         info = await self.scheduler.info(name, runs=0, fires=0)
         spec: ScheduleSpec | None = None
         if options:
@@ -92,7 +103,7 @@ class Schedules:
             current.update({k: v for k, v in options.items() if v is not None})
             spec = spec_from_options(**current)
         target = None
-        if source_or_path is not None or process is not None or input is not None:
+        if any(given is not None for given in (source_or_path, process, input, queue, key)):
             source = source_or_path if source_or_path is not None else info.file
             if source is None:
                 row = await self._engine.store.get_schedule(name)
@@ -101,6 +112,16 @@ class Schedules:
                 source = await self._engine.store.get_source(row.definition["source_hash"])
             target = await self._target(source, process if process is not None else info.process,
                                         input if input is not None else info.input)
+            current = info.queue or {}
+            if queue is not None or key is not None:
+                if queue is None and not current:
+                    raise UsageError(f"schedule {name!r} enters no queue: give --queue with "
+                                     "--key")
+                target["queue"] = await self._queue_entry(
+                    queue if queue is not None else current["name"],
+                    key if key is not None else current.get("key"))
+            elif current:
+                target["queue"] = current
         await self.scheduler.update(name, spec, target)
         return await self.get(name)
 

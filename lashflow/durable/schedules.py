@@ -55,6 +55,7 @@ class ScheduleInfo:
     created_at: float
     updated_at: float
     runs: list[RunSummary] = field(default_factory=list)
+    queue: dict[str, Any] | None = None  # the queue its runs enter (name, key, priority)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ class ScheduleInfo:
             "created_at": self.created_at, "updated_at": self.updated_at,
             "runs": [{"run_id": r.run_id, "status": r.status, "created_at": r.created_at}
                      for r in self.runs],
+            "queue": self.queue,
         }
 
 
@@ -243,7 +245,8 @@ class Scheduler:
             process=target["process"], input=target["input"], input_hash=target["input_hash"],
             status="queued", created_at=now, updated_at=now,
             meta={"file": target.get("file"), "tool_modules": target.get("tool_modules", []),
-                  "schedule": row.name, "tick": tick})
+                  "schedule": row.name, "tick": tick,
+                  **({"queue": target["queue"]} if target.get("queue") else {})})
 
     async def loop(self, stop: asyncio.Event, *, every: float = 1.0) -> None:
         """Fire due ticks until ``stop`` is set. After a pass it sleeps until the next
@@ -404,7 +407,7 @@ class Scheduler:
             row.definition.get("input"), row.paused, row.note,
             [fire_at(row.name, spec, t) for t in upcoming[:fires]], state.get("last_run"),
             state["fired"], state["missed"], state["skipped"], len(state["buffer"]),
-            row.created_at, row.updated_at, runs)
+            row.created_at, row.updated_at, runs, row.definition.get("queue"))
 
 
 def replace_row(row: ScheduleRow, **changes: Any) -> ScheduleRow:

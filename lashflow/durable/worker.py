@@ -53,16 +53,22 @@ class Worker:
         try:
             while not stop.is_set():
                 free = slots - len(inflight)
+                rate_wait: float | None = None
                 if free > 0:
                     # Other workers list the same oldest runs: each takes a random few of
-                    # a wider window, so they seldom race for the same claim.
-                    ready = await self.store.claimable(self.clock.now(),
-                                                       limit=4 * free + len(inflight))
+                    # a wider window, so they seldom race for the same claim. Runs of
+                    # queues come first, in the order their queues rank them (ADR 0031).
+                    now = self.clock.now()
+                    ready = await self.store.claimable(now, limit=4 * free + len(inflight))
+                    queued, allowed_at = await self.store.queue_claimable(
+                        now, limit=free + len(inflight))
                     if stop.is_set():
                         break  # stopped while listing: claim nothing more
                     if len(ready) > free:
                         random.shuffle(ready)
-                    for run_id in ready:
+                    if allowed_at is not None:  # a rate: look again the moment it allows
+                        rate_wait = max(0.0, allowed_at - self.clock.now())
+                    for run_id in queued + ready:
                         if run_id in inflight or skipped.get(run_id, 0.0) > time.monotonic():
                             continue
                         inflight[run_id] = asyncio.ensure_future(
@@ -74,7 +80,8 @@ class Worker:
                     idle_since = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
                     break
-                waiter = asyncio.ensure_future(self.store.wait_for_work(poll))
+                waiter = asyncio.ensure_future(self.store.wait_for_work(
+                    poll if rate_wait is None else min(poll, rate_wait)))
                 await asyncio.wait([waiter, stopper, *inflight.values()],
                                    return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()

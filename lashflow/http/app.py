@@ -34,6 +34,7 @@ from .headers import AnswerHeaders
 from .jobs import Jobs, job_json
 from .models import BulkBody, CancelBody, CompletionBody, RunPauseBody, SignalBody, StartRun
 from .openapi import openapi_document
+from .queues import QueueRoutes
 from .schedules import ScheduleRoutes
 from .sse import feed_stream, run_stream
 from .throttle import Throttle
@@ -92,6 +93,7 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/v1/waiting", api.waiting, ["GET"]),
         ("/metrics", api.metrics, ["GET"]),
         *ScheduleRoutes(engine, api.body, api._process_file).routes(),
+        *QueueRoutes(engine, api.body).routes(),
     ]
     routes: list[Any] = [
         Route("/v1/completions/{key}", _guarded(api.complete), methods=["POST"]),
@@ -225,15 +227,24 @@ class _Api:
         page = await self.engine.runs(status=statuses, process=q.get("process"),
                                       parent=q.get("parent"), since=_moment(q.get("since")),
                                       until=_moment(q.get("until")), limit=limit,
-                                      cursor=q.get("cursor"))
+                                      cursor=q.get("cursor"), queue=q.get("queue"),
+                                      key=q.get("key"))
         return JSONResponse(page.to_json())
 
     async def start_run(self, request: Request) -> Response:
         body: StartRun = await self.body(request, StartRun)
         path = self._process_file(body.file)
-        handle = await self.engine.start(path, body.process, body.input, body.run_id)
-        outcome = await self.engine.get(handle.run_id)
-        return JSONResponse({"run_id": handle.run_id, "status": outcome.status.value},
+        if all(option is None for option in (body.queue, body.key, body.priority,
+                                             body.dedup_id, body.debounce, body.singleton)):
+            run_id = (await self.engine.start(path, body.process, body.input,
+                                              body.run_id)).run_id
+        else:  # a run of a queue waits there for a worker, as `lashflow submit --queue`
+            run_id = (await self.engine.create(
+                path, body.process, body.input, body.run_id, queue=body.queue, key=body.key,
+                priority=body.priority, dedup_id=body.dedup_id, debounce=body.debounce,
+                debounce_keep=body.debounce_keep, singleton=body.singleton)).run_id
+        outcome = await self.engine.get(run_id)
+        return JSONResponse({"run_id": run_id, "status": outcome.status.value},
                             status_code=202)
 
     def _process_file(self, name: str) -> Path:

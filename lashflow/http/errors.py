@@ -15,6 +15,8 @@ STATUS_BY_CODE = {
     "unknown_schedule": 404,
     "unknown_job": 404,
     "schedule_exists": 409,
+    "unknown_queue": 404,
+    "queue_exists": 409,
     "not_found": 404,
     "method_not_allowed": 405,
     "completion_already_resolved": 409,

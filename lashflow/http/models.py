@@ -45,6 +45,19 @@ class StartRun(_Body):
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = Field(None, description="Idempotency: the same id with the same "
                                                  "file and input gives back the same run.")
+    queue: str | None = Field(None, description="Wait in this queue until its limits let a "
+                                                "worker start it.")
+    key: str | None = Field(None, description="The run's key in its queue (per-key limits, "
+                                              "fairness).")
+    priority: int | None = Field(None, description="1 starts first (default: the queue's "
+                                                   "middle level).")
+    dedup_id: str | None = Field(None, description="The same id in the same queue gives back "
+                                                   "the first run.")
+    debounce: str | None = Field(None, description='A window ("30s"): submissions of the key '
+                                                   "within it make one run.")
+    debounce_keep: str = Field("newest", description="newest or oldest: the input it takes.")
+    singleton: str | None = Field(None, description="skip or cancel-running: one run at a "
+                                                    "time per key.")
 
 
 class SignalBody(_Body):

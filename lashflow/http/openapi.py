@@ -10,15 +10,16 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .. import __version__
-from . import models, schedules
+from . import models, queues, schedules
 
 _BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.CancelBody,
-           models.RunPauseBody, models.BulkBody, models.ErrorBody, *schedules.BODIES)
+           models.RunPauseBody, models.BulkBody, models.ErrorBody, *schedules.BODIES,
+           *queues.BODIES)
 _ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
             models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
             models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
             models.WaitingAnswer, models.HealthAnswer, models.JobAnswer, models.RunEventData,
-            *schedules.ANSWERS)
+            *schedules.ANSWERS, *queues.ANSWERS)
 _METRICS = {"text/plain": {"schema": {"type": "string", "description": "Prometheus text "
                                       "exposition format 0.0.4"}}}
 
@@ -76,8 +77,8 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/runs": {
                 "get": _op("Runs, newest first, one page at a time", "RunPage",
-                           query=("status", "process", "parent", "since", "until", "limit",
-                                  "cursor")),
+                           query=("status", "process", "parent", "queue", "key", "since",
+                                  "until", "limit", "cursor")),
                 "post": _op("Start a run of a file in the processes directory",
                             "RunStatusAnswer", body="StartRun", ok=202),
             },
@@ -121,6 +122,7 @@ def openapi_document() -> dict[str, Any]:
                                     "missed ticks and skipped overlaps", "metrics")},
             "/healthz": {"get": _op("The server is up", "HealthAnswer", token=False)},
             **schedules.openapi_paths(_op),
+            **queues.openapi_paths(_op),
         },
         "components": {
             "schemas": schemas,

@@ -18,7 +18,7 @@ from ..errors import JournalCorrupt
 from ..json_text import stored
 from .leases import owner_is_dead
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -157,6 +157,8 @@ class RunQuery:
     error_codes: tuple[str, ...] = ()
     updated_since: float | None = None
     updated_until: float | None = None
+    queue: str | None = None  # runs of this queue (ADR 0031)
+    key: str | None = None  # with ``queue``: of this key in it
 
 
 @dataclass(slots=True)
@@ -222,6 +224,43 @@ class ScheduleRow:
         return (self.name, stored(self.definition), stored(self.state), bool(self.paused),
                 self.note, self.due_at, self.version, self.created_at, self.updated_at)
 
+
+@dataclass(slots=True)
+class QueueRow:
+    """A queue as stored. ``rate``/``key_rate``: (starts, period in seconds) or None."""
+
+    name: str
+    concurrency: int | None = None
+    per_key: int | None = None
+    rate: tuple[float, float] | None = None
+    key_rate: tuple[float, float] | None = None
+    priority_levels: int = 5
+    fair: bool = False
+    paused: bool = False
+    vtime: float = 0.0
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def values(self) -> tuple[Any, ...]:
+        """The row's values in ``QUEUE_COLUMNS`` order."""
+        rate = self.rate or (None, None)
+        key_rate = self.key_rate or (None, None)
+        return (self.name, self.concurrency, self.per_key, rate[0], rate[1], key_rate[0],
+                key_rate[1], self.priority_levels, int(self.fair), int(self.paused),
+                float(self.vtime), float(self.created_at), float(self.updated_at))
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """What ``queue show`` and ``/metrics`` tell of one queue at one moment."""
+
+    waiting_by_priority: dict[int, int] = field(default_factory=dict)
+    waiting_by_key: dict[str, int] = field(default_factory=dict)
+    running_by_key: dict[str, int] = field(default_factory=dict)
+    oldest_waiting: float | None = None  # created_at of the oldest run not started yet
+    rate_limited_until: float | None = None  # the queue's own bucket
+    keys_rate_limited: int = 0
 
 
 class WriterLease:
@@ -577,3 +616,38 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def run_statuses(self, run_ids: Collection[str]) -> dict[str, str]: ...
+
+    # -- queues (store.queues: limits counted from leases, a gate on each claim) ----------
+    @abc.abstractmethod
+    async def get_queue(self, name: str) -> QueueRow | None: ...
+
+    @abc.abstractmethod
+    async def list_queues(self) -> list[QueueRow]: ...
+
+    @abc.abstractmethod
+    async def put_queue(self, queue: QueueRow, *, create: bool) -> bool:
+        """Write the queue's limits and key weights (``create``: only if the name is
+        free; else only if it exists); whether it was written."""
+
+    @abc.abstractmethod
+    async def delete_queue(self, name: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def queue_stats(self, name: str, now: float) -> QueueStats: ...
+
+    @abc.abstractmethod
+    async def debounce_run(self, run: RunRecord, *, keep_newest: bool = True
+                           ) -> tuple[RunRecord, bool]:
+        """Store ``run`` (queued, ``wake_at`` its window's end) or fold it into the run of
+        its queue and key still in its window: (the run, whether it was stored)."""
+
+    @abc.abstractmethod
+    async def singleton_run(self, run: RunRecord, *, cancel_running: bool
+                            ) -> tuple[RunRecord, bool, list[str]]:
+        """One run at a time per key: skip ``run`` while its key has a run not settled,
+        or ask those to cancel and store it: (the run, stored, the runs asked)."""
+
+    @abc.abstractmethod
+    async def queue_claimable(self, now: float, limit: int) -> tuple[list[str], float | None]:
+        """Runs of queues a worker may try to claim now, best first, and when a
+        rate-limited one next may start (None: none waits for a rate)."""

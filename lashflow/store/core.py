@@ -24,6 +24,7 @@ from .events import RunEvent, event_from_row
 from .group_commit import GroupCommit, Inline, Outcome
 from .programs import Program, one
 from .queries import page_of
+from .queues import QueueStore, claim_queued
 from .schedules import ScheduleStore
 
 T = TypeVar("T")
@@ -67,7 +68,7 @@ class Backend(Protocol):
         (``programs.fenced`` when it moved), or a program's job; one outcome each."""
 
 
-class CoreStore(ScheduleStore, Store):
+class CoreStore(QueueStore, ScheduleStore, Store):
     """A ``Store`` over a ``Backend``. ``close_timeout``: how long ``close`` waits for
     queued writes before it gives up on them (their writers get ``DbError``)."""
 
@@ -221,8 +222,13 @@ class CoreStore(ScheduleStore, Store):
 
     async def claim_run(self, run_id: str, owner: str, ttl: float, now: float, *,
                         steal_from_dead: bool = True) -> Claimed | None:
-        return await self._write(programs.claim, run_id, owner, float(ttl), float(now),
-                                 steal_from_dead, atomic=False)
+        claimed = await self._write(programs.claim, run_id, owner, float(ttl), float(now),
+                                    steal_from_dead, atomic=False)
+        if claimed is programs.GATED:  # a run in a queue: its limits decide, under its lock
+            claimed = await self._write(claim_queued, run_id, owner, float(ttl), float(now),
+                                        steal_from_dead, atomic=False)
+        assert not isinstance(claimed, programs.Gated)
+        return claimed
 
     async def renew(self, run_id: str, owner: str, generation: int, ttl: float, now: float) -> bool:
         return bool(await self._write(one, "renew", run_id, owner, generation,

@@ -37,9 +37,12 @@ from .core import CoreStore, Job
 from .group_commit import Outcome
 from .leases import SESSION_MARK, holds_session, owner_is_dead
 from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
+from .postgres_queues import MIGRATION as QUEUES_MIGRATION
+from .postgres_queues import QueueStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
+from .queues import QUEUE_RUN_COLUMNS, run_queue
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
 
@@ -120,6 +123,8 @@ _MIGRATIONS: dict[int, list[str]] = {
             data TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, UNIQUE (run_id, seq))""",
         "CREATE INDEX IF NOT EXISTS lashflow_events_by_tx ON lashflow_events (tx, id)",
     ],
+    # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
+    8: QUEUES_MIGRATION,
 }
 
 # The events of a group's changes that passed their fence, each the run's next offset:
@@ -275,7 +280,7 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class _Statements(ScheduleStatements):
+class _Statements(QueueStatements, ScheduleStatements):
     """PostgreSQL's answer to each statement the store's programs name
     (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
     statement each; ``channel`` is the schema's NOTIFY channel, known once open."""
@@ -342,8 +347,9 @@ class _Statements(ScheduleStatements):
         # its first event goes in with it (one statement: atomic without a transaction).
         kind, data, at = events.created(run)
         created = await conn.fetchrow(
-            f"WITH r AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}) VALUES ($1,$2,$3,$4,$5,$6,"
-            f"$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18) ON CONFLICT (run_id) DO NOTHING "
+            f"WITH r AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) VALUES "
+            f"($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$23,$24,$25) "
+            f"ON CONFLICT (run_id) DO NOTHING "
             f"RETURNING run_id, status), "
             f"e AS (INSERT INTO lashflow_events (run_id, seq, kind, data, at) "
             f"SELECT run_id, 1, $20, $21, $22 FROM r) "
@@ -352,7 +358,8 @@ class _Statements(ScheduleStatements):
             run.input_hash, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
             float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
-            _float_or_none(run.wake_at), dumps(run.meta), self.channel, kind, data, float(at))
+            _float_or_none(run.wake_at), dumps(run.meta), self.channel, kind, data, float(at),
+            *run_queue(run))
         return created is not None
 
     async def append_events(self, conn: asyncpg.Connection, run_id: str,
@@ -504,7 +511,8 @@ class _Statements(ScheduleStatements):
         return await conn.fetch(
             "SELECT run_id, CASE WHEN lease_owner LIKE $3 AND " + _SESSION_FREE.format(
                 owner="lease_owner") + " THEN NULL ELSE lease_owner END, lease_expires "
-            "FROM lashflow_runs WHERE status IN ('running', 'queued') AND (lease_owner IS NULL "
+            "FROM lashflow_runs WHERE status IN ('running', 'queued') AND queue IS NULL AND "
+            "(lease_owner IS NULL "
             "OR lease_expires < $1 OR lease_owner LIKE $2 OR lease_owner LIKE $3) "
             "ORDER BY created_at, run_id", now, _local_owners(), _SESSION_OWNERS)
 
@@ -515,7 +523,7 @@ class _Statements(ScheduleStatements):
         WITH target AS (
             SELECT run_id, lease_owner AS taken_from FROM lashflow_runs
             WHERE run_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_expires < $3)
-              AND status NOT IN ('finished', 'failed', 'cancelled', 'paused')
+              AND status NOT IN ('finished', 'failed', 'cancelled', 'paused') AND queue IS NULL
             FOR UPDATE SKIP LOCKED)
         UPDATE lashflow_runs r SET lease_owner = $2, lease_expires = $4,
             generation = r.generation + 1
@@ -538,8 +546,9 @@ class _Statements(ScheduleStatements):
     async def lease_of(self, conn: asyncpg.Connection, run_id: str) -> Any:
         """Read without a lock: a row locked at that instant (its holder committing,
         another worker claiming) is judged as it was, and the swap says if it moved."""
-        return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status FROM "
-                                   "lashflow_runs WHERE run_id = $1", run_id)
+        return await conn.fetchrow("SELECT lease_owner, lease_expires, generation, status, "
+                                   "queue IS NOT NULL FROM lashflow_runs WHERE run_id = $1",
+                                   run_id)
 
     async def session_gone(self, conn: asyncpg.Connection, holder: str) -> bool:
         """Has the server ended ``holder``'s session (its lock is free)? Asked outside a
@@ -565,7 +574,7 @@ class _Statements(ScheduleStatements):
     async def due_runs(self, conn: asyncpg.Connection, now: float, limit: int) -> list[str]:
         rows = await conn.fetch(
             "SELECT run_id FROM lashflow_runs WHERE status = 'waiting' AND wake_at IS NOT NULL "
-            "AND wake_at <= $1 ORDER BY wake_at, run_id LIMIT $2", now, limit)
+            "AND wake_at <= $1 AND queue IS NULL ORDER BY wake_at, run_id LIMIT $2", now, limit)
         return [row[0] for row in rows]
 
     # Also on a ``running`` run: it may be parking on what was just delivered, in a commit
@@ -987,10 +996,11 @@ class PostgresStore(CoreStore):
         (SELECT run_id, NULL AS owner, FALSE AS gone FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
+              AND queue IS NULL
             UNION ALL
             SELECT run_id, wake_at FROM lashflow_runs
             WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
-              AND (lease_owner IS NULL OR lease_expires < $1)) ready
+              AND (lease_owner IS NULL OR lease_expires < $1) AND queue IS NULL) ready
          ORDER BY ready_at, run_id LIMIT $2)
         UNION ALL
         (SELECT NULL, owner, CASE WHEN owner LIKE $4 THEN """ + _SESSION_FREE.format(
@@ -1016,7 +1026,7 @@ class PostgresStore(CoreStore):
             return ready
         orphans = await self.backend.fetch(
             "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status IN "
-            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) "
+            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) AND queue IS NULL "
             "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]
         return (found + [run_id for run_id in ready if run_id not in found])[:limit]

@@ -9,6 +9,7 @@ import asyncpg
 
 from .base import RunRecord
 from .queries import SUMMARY_COLUMNS
+from .queues import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, run_values
 from .schedules import SCHEDULE_COLUMNS
 from .sqlite_schedules import prefix_end
@@ -73,13 +74,16 @@ class ScheduleStatements:
         return [row[0] for row in rows]
 
     async def insert_runs(self, conn: asyncpg.Connection, runs: list[RunRecord]) -> None:
-        columns = [list(column) for column in zip(*(run_values(run) for run in runs))]
+        columns = [list(column) for column in zip(*(run_values(run) + run_queue(run)
+                                                    for run in runs))]
         inserted = await conn.fetchval(
-            f"WITH added AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}) SELECT * FROM unnest("
+            f"WITH added AS (INSERT INTO lashflow_runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) "
+            "SELECT * FROM unnest("
             "$1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], "
             "$7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::float8[], "
             "$13::text[], $14::float8[], $15::bigint[], $16::bool[], $17::float8[], "
-            "$18::text[]) ON CONFLICT (run_id) DO NOTHING RETURNING 1) "
+            "$18::text[], $19::text[], $20::text[], $21::int[]) ON CONFLICT (run_id) "
+            "DO NOTHING RETURNING 1) "
             "SELECT count(*) FROM added", *columns)
         if inserted:  # new queued runs wake the idle workers (sent with the commit)
             await conn.execute("SELECT pg_notify($1, '')", self.channel)  # type: ignore[attr-defined]

@@ -166,12 +166,23 @@ def orphaned_runs(now: float) -> Program[list[str]]:
     return [run_id for run_id, holder, expires in rows if may_claim(holder, expires, None, now)]
 
 
+class Gated:
+    """``claim``'s answer for a run in a queue: its claim must pass the queue's gate
+    (``queues.claim_queued``, in a transaction that holds the queue's lock)."""
+
+    __slots__ = ()
+
+
+GATED = Gated()
+
+
 def claim(run_id: str, owner: str, ttl: float, now: float,
-          steal_from_dead: bool) -> Program[Claimed | None]:
+          steal_from_dead: bool) -> Program[Claimed | Gated | None]:
     """Take the run's lease if ``may_claim`` says so. ``claim_free`` may take it at once
-    where the lease is plainly free, ours or expired (a backend without such a shortcut
-    answers None); otherwise the lease is read, judged, and swapped only if nobody moved
-    it since (compare and swap on holder and generation)."""
+    where the lease is plainly free, ours or expired and the run is in no queue (a
+    backend without such a shortcut answers None); otherwise the lease is read, judged,
+    and swapped only if nobody moved it since (compare and swap on holder and
+    generation). A run in a queue is answered ``GATED``, untouched."""
     expires = now + ttl
     taken = yield "claim_free", (run_id, owner, now, expires)
     if taken is not None:
@@ -180,9 +191,11 @@ def claim(run_id: str, owner: str, ttl: float, now: float,
     lease = yield "lease_of", (run_id,)
     if lease is None:
         return None
-    holder, held_until, generation, status = lease
+    holder, held_until, generation, status, queued = lease
     if status in UNCLAIMABLE:
         return None  # nothing to drive: left as it is, its updated_at too
+    if queued:
+        return GATED
     if not may_claim(holder, held_until, owner, now, steal_from_dead=False):
         # a live lease of someone else's: taken only from a holder proven dead, by its
         # session (asked of the server, at this moment) or by its pid on this host
@@ -404,6 +417,11 @@ STATEMENTS = frozenset({
     "run_statuses", "next_due_at",
     # events (store.events)
     "append_events", "run_events", "last_event", "feed", "feed_head",
+    # queues (store.queues)
+    "queue_lease_of", "gate_claim", "lock_queue", "debounce_target", "debounce_update",
+    "key_unsettled",
+    "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
+    "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
 })
 
-__all__ = ["STATEMENTS", "Ask", "Program", "fenced", "one"]
+__all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "fenced", "one"]

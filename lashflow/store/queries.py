@@ -86,6 +86,10 @@ def filters(query: RunQuery, param: Callable[[Any], str], json_field: JsonField)
         any_of("process", query.processes)
     if query.parent is not None:
         where.append(f"parent_run_id = {param(query.parent)}")
+    if query.queue is not None:
+        where.append(f"queue = {param(query.queue)}")
+    if query.key is not None:
+        where.append(f"queue_key = {param(query.key)}")
     for column, low, high in (("created_at", query.since, query.until),
                               ("updated_at", query.updated_since, query.updated_until)):
         if low is not None:

@@ -45,8 +45,11 @@ from .core import CoreStore, Job
 from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
+from .queues import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, run_values
 from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
+from .sqlite_queues import MIGRATION as QUEUES_MIGRATION
+from .sqlite_queues import QueueStatements
 from .sqlite_schedules import ScheduleStatements
 
 T = TypeVar("T")
@@ -135,6 +138,8 @@ _MIGRATIONS: dict[int, list[str]] = {
             kind TEXT NOT NULL, data TEXT NOT NULL, at REAL NOT NULL)""",
         "CREATE UNIQUE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)",
     ],
+    # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
+    8: QUEUES_MIGRATION,
 }
 
 
@@ -212,7 +217,7 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
 _DISK_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL})
 
 
-class _Statements(ScheduleStatements):
+class _Statements(QueueStatements, ScheduleStatements):
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
 
@@ -263,8 +268,8 @@ class _Statements(ScheduleStatements):
     # -- runs --------------------------------------------------------------------------------
     def insert_run(self, conn: sqlite3.Connection, run: RunRecord) -> bool:
         cursor = conn.execute(
-            f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            run_values(run))
+            f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) VALUES "
+            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", run_values(run) + run_queue(run))
         if cursor.rowcount != 1:
             return False
         self.append_events(conn, run.run_id, [events.created(run)])
@@ -400,7 +405,8 @@ class _Statements(ScheduleStatements):
 
     def unsettled_leases(self, conn: sqlite3.Connection, now: float) -> list[Any]:
         return conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
-                            "IN ('running', 'queued') ORDER BY created_at").fetchall()
+                            "IN ('running', 'queued') AND queue IS NULL "
+                            "ORDER BY created_at").fetchall()
 
     def claim_free(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
                    expires: float) -> None:
@@ -408,8 +414,8 @@ class _Statements(ScheduleStatements):
         return None
 
     def lease_of(self, conn: sqlite3.Connection, run_id: str) -> Any:
-        return conn.execute("SELECT lease_owner, lease_expires, generation, status FROM runs "
-                            "WHERE run_id = ?", (run_id,)).fetchone()
+        return conn.execute("SELECT lease_owner, lease_expires, generation, status, "
+                            "queue IS NOT NULL FROM runs WHERE run_id = ?", (run_id,)).fetchone()
 
     def session_gone(self, conn: sqlite3.Connection, holder: str) -> bool:
         """No owner here holds a session: one machine, judged by its pids (ADR 0035)."""
@@ -434,7 +440,7 @@ class _Statements(ScheduleStatements):
     def due_runs(self, conn: sqlite3.Connection, now: float, limit: int) -> list[str]:
         return [row[0] for row in conn.execute(
             "SELECT run_id FROM runs WHERE status = 'waiting' AND wake_at IS NOT NULL AND "
-            "wake_at <= ? ORDER BY wake_at LIMIT ?", (now, limit))]
+            "wake_at <= ? AND queue IS NULL ORDER BY wake_at LIMIT ?", (now, limit))]
 
     def wake(self, conn: sqlite3.Connection, run_id: str, at: float,
              statuses: Sequence[str]) -> None:

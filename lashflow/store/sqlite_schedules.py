@@ -8,6 +8,7 @@ from typing import Any
 
 from .base import RunRecord
 from .queries import SUMMARY_COLUMNS
+from .queues import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, run_values
 from .schedules import SCHEDULE_COLUMNS
 
@@ -57,8 +58,9 @@ class ScheduleStatements:
                 if self.swap_schedule(conn, row, version)]
 
     def insert_runs(self, conn: sqlite3.Connection, runs: list[RunRecord]) -> None:
-        conn.executemany(f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES "
-                         f"({','.join('?' * 18)})", [run_values(run) for run in runs])
+        conn.executemany(f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}, {QUEUE_RUN_COLUMNS}) "
+                         f"VALUES ({','.join('?' * 21)})",
+                         [run_values(run) + run_queue(run) for run in runs])
 
     def next_due_at(self, conn: sqlite3.Connection) -> float | None:
         row = conn.execute("SELECT MIN(due_at) FROM schedules WHERE paused = 0 "

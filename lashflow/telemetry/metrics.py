@@ -14,7 +14,7 @@ import bisect
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from ..store.base import StoreStats
@@ -124,9 +124,23 @@ class Metrics:
                 self.add(name, labels, value)
 
     # -- Prometheus text format ----------------------------------------------------------
-    def render(self, stats: "StoreStats | None" = None) -> str:
-        """The exposition text of this process's instruments and ``stats``."""
+    def render(self, stats: "StoreStats | None" = None,
+               queues: Sequence[QueueGauge] = ()) -> str:
+        """The exposition text of this process's instruments, ``stats`` and ``queues``."""
         lines: list[str] = []
+        if queues:
+            _gauge(lines, "lashflow_queue_waiting", "Runs of a queue not started yet.",
+                   {(("queue", q.name),): q.waiting for q in queues})
+            _gauge(lines, "lashflow_queue_running", "Runs of a queue holding a slot now.",
+                   {(("queue", q.name),): q.running for q in queues})
+            _gauge(lines, "lashflow_queue_oldest_wait_seconds",
+                   "Seconds the oldest run of a queue not started yet has waited.",
+                   {(("queue", q.name),): q.oldest_wait for q in queues})
+            _gauge(lines, "lashflow_queue_rate_limited",
+                   "1 while a queue's rate holds its next start back.",
+                   {(("queue", q.name),): int(q.rate_limited) for q in queues})
+            _gauge(lines, "lashflow_queue_paused", "1 while a queue is paused.",
+                   {(("queue", q.name),): int(q.paused) for q in queues})
         if stats is not None:
             _gauge(lines, "lashflow_runs", "Runs in the database, by status.",
                    {(("status", k),): v for k, v in sorted(stats.runs_by_status.items())})
@@ -155,6 +169,19 @@ class Metrics:
                 lines.append(f"{name}_sum{_labels(labels)} {_number(histogram.total)}")
                 lines.append(f"{name}_count{_labels(labels)} {histogram.count}")
         return "\n".join(lines) + "\n"
+
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGauge:
+    """One queue as ``/metrics`` shows it (read from the database at scrape time)."""
+
+    name: str
+    waiting: int
+    running: int
+    oldest_wait: float  # seconds; 0 when nothing waits
+    rate_limited: bool
+    paused: bool
 
 
 def _gauge(lines: list[str], name: str, help_text: str, values: dict[Labels, float]) -> None:
@@ -206,4 +233,4 @@ def _otel_instruments(provider: Any) -> dict[str, Any] | None:
     return made
 
 
-__all__ = ["INSTRUMENTS", "Metrics"]
+__all__ = ["INSTRUMENTS", "Metrics", "QueueGauge"]

@@ -103,4 +103,5 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
         assert await store.list_schedules() == []  # and version 6's schedules
         # and version 7's event log
         assert [(e.seq, e.kind) for e in await store.run_events("r")] == [(1, "run"), (2, "step")]
-    assert SCHEMA_VERSION == 7
+        assert await store.list_queues() == []  # and version 8's queues
+    assert SCHEMA_VERSION == 8

@@ -24,7 +24,8 @@ async def test_every_table_is_prefixed_so_a_shared_database_is_fine(postgres_bac
     assert set(tables) == {"lashflow_meta", "lashflow_sources", "lashflow_runs", "lashflow_steps",
                            "lashflow_attempts", "lashflow_completions", "lashflow_signals",
                            "lashflow_blobs", "lashflow_versions",
-                           "lashflow_schedules", "lashflow_events"}
+                           "lashflow_schedules", "lashflow_events", "lashflow_queues",
+                           "lashflow_queue_keys", "lashflow_buckets"}
 
 
 async def test_a_postgresql_url_opens_a_postgres_store(postgres_backend: Any) -> None:

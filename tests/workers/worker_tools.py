@@ -8,6 +8,7 @@ line on an ``O_APPEND`` file, so lines from concurrent processes never interleav
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import time
 
@@ -45,6 +46,39 @@ async def after(call: ToolCall) -> ToolResult:
     """The step right after a completion: its log time measures the wake-up latency."""
     record(call, "after")
     return ToolResult.ok(call.input["i"] + 1)
+
+
+def _hold_count(key: str, delta: int) -> tuple[int, int]:
+    """Runs of ``key`` inside ``held`` now, across every worker process, and the most
+    ever seen at once: a file per key under the log's folder, changed under ``flock``."""
+    folder = os.path.join(os.path.dirname(os.environ["LASHFLOW_WORKERS_LOG"]), "held")
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, key or "_"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        now, peak = (int(n) for n in (os.read(fd, 64).decode() or "0 0").split())
+        now += delta
+        peak = max(peak, now)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{now} {peak}".encode())
+        return now, peak
+    finally:
+        os.close(fd)
+
+
+@tool
+async def held(call: ToolCall) -> ToolResult:
+    """A queued run's work: ``{key, ms}``. Counts itself in and out of its key (the
+    peak per key is what the queue tests check) and logs its start."""
+    key = call.input["key"]
+    _hold_count(key, +1)
+    record(call, "held", key or "_")
+    try:
+        await asyncio.sleep(call.input["ms"] / 1000)
+    finally:
+        _hold_count(key, -1)
+    return ToolResult.ok(call.input["ms"])
 
 
 @tool

@@ -33,6 +33,7 @@ from .bulk import BulkPages
 from ..sse import feed_stream, run_stream
 from ..throttle import Throttle
 from .gantt_svg import gantt_svg
+from .queues import QueuePages
 from .schedules import SchedulePages
 from .session import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Sessions, Signer
 
@@ -104,6 +105,7 @@ class Console:
             Route("/runs/{run_id}/signal", self.form(self.signal), methods=["POST"]),
             *SchedulePages(self).routes(),
             *BulkPages(self, self.jobs).routes(),
+            *QueuePages(self).routes(),
         ]
         return [
             Route("/", self.home),
