@@ -597,8 +597,15 @@ class Linker:
         if "." in path and any(m.startswith(root + ".") or m == root for m in self.catalog.modules):
             raise self.fail(not_authority, e, hint=did_you_mean(path, self.catalog.modules)
                             or f"there is no module `{path}`")
-        self.expr(e.receiver, env)  # an unknown name in a process body is reported as such
-        raise self.fail(not_authority, e, hint=self.no_tools_hint() or did_you_mean(
+        if not self.catalog.modules:  # nothing could be called: say why
+            raise self.fail(not_authority, e, hint=self.no_tools_hint())
+        if self.proc is not None and root not in (*self.processes, "input", "inputs"):
+            # the original reports an unknown name in a process body as such
+            raise self.fail(f"unknown name `{root}`", e.receiver, hint=did_you_mean(
+                root, [*env, *self.assigned, *self.catalog.modules])
+                or f"no tool module `{root}` is loaded to call `{path}.{e.operation}`")
+        self.expr(e.receiver, env)
+        raise self.fail(not_authority, e, hint=did_you_mean(
             root, [*env, *self.assigned, *self.catalog.modules]))
 
     def _resource_op(self, receiver: T.SType, e: A.ReceiverCall, message: str) -> Operation | None:
