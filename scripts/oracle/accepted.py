@@ -100,6 +100,7 @@ def boundary_integers_one_too_low(ref: Outcome, new: Outcome, source: str) -> bo
     text = json.dumps(ref)
     if not any(low in text for low in _BOUNDARY_TEXT):
         return False
+    ref = _without_process_refs(ref)  # a process value beside the number: that class too
     theirs = json.dumps(new)
     for low, exact in _BOUNDARY_TEXT.items():
         theirs = theirs.replace(exact, low)
