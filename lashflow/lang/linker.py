@@ -2,8 +2,10 @@
 
 ``link(module, catalog)`` checks a parsed module against a tool ``Catalog`` and returns it
 with ``ReceiverCall.module`` and every effect ``site`` filled in, or raises ``LangError``
-(code ``link_error``) for the first problem: declarations first (in source order), then
-the main block.
+(code ``link_error``) for the first problem, in the original's order: declarations (in
+source order); then, process by process, what the body can finish with (a partial walk of
+its reachable statements, as the original infers a process's output type) against its
+``-> T``; then each process body in full; then the main block.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ BUILTINS: dict[str, T.SType] = {
 _ARITH = frozenset(["-", "*", "/", "%", "<", "<=", ">", ">="])
 _INT_OPS = frozenset(["+", "-", "*", "%"])
 UNSUPPORTED_TRIGGERS = "not supported by lashflow: triggers registry"
+# expressions the original's output inference types without looking at all of them
+_PARTLY_INFERRED = (A.BuiltinCall, A.Start, A.Unary, A.Index, A.Sleep, A.WaitSignal, A.SignalRun)
 
 Env = dict[str, T.SType]
 
@@ -65,6 +69,9 @@ class Linker:
         self.signal_types: dict[str, T.SType] = {}
         self.reachable = True  # false after a `finish`/`fail`/`break`/`continue` in a block
         self.finishes: list[T.SType] = []  # types of the reachable `finish`es of the body
+        # True while inferring a process's output: only the reachable statements, and not
+        # the parts of expressions the original leaves out of its inference (see `inferred`)
+        self.inferring = False
 
     def fail(self, message: str, node: Any = None, *, hint: str | None = None) -> LangError:
         span = getattr(node, "span", None)
@@ -96,9 +103,11 @@ class Linker:
     # ------------------------------------------------------------------ declarations
 
     def run(self) -> None:
-        for decl in self.declare():
-            if isinstance(decl, A.ProcessDecl):
-                self.process_body(decl)
+        processes = [d for d in self.declare() if isinstance(d, A.ProcessDecl)]
+        for decl in processes:
+            self.infer_output(decl)
+        for decl in processes:
+            self.process_body(decl)
         self.entry(None, self.module.main, {})
 
     def declare(self) -> list[Any]:
@@ -179,16 +188,25 @@ class Linker:
         self.params[decl.name] = params
         self.outputs[decl.name] = self.type_of(decl.returns) if decl.returns is not None else None
 
-    def process_body(self, decl: A.ProcessDecl) -> None:
-        env: Env = {name: t for name, t in self.params[decl.name]}
-        self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
-        self.finishes = []
+    def infer_output(self, decl: A.ProcessDecl) -> None:
+        """What the body can finish with, checked against ``-> T``. Like the original, this
+        walks only the reachable statements and skips some sub-expressions (builtin and
+        `start` arguments, ...), so an error there is reported after every process's output
+        check, while one in the walked part is reported before the next process's."""
+        self.inferring = True
+        try:
+            self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
+            self.finishes = []
+            self.entry(decl, decl.body.body, dict(self.params[decl.name]))
+        finally:
+            self.inferring = False
         expected = self.outputs.get(decl.name)
-        if expected is not None and not _has_finish(decl.body.body):
-            self.check_output(decl, expected, ends=True)  # null, known before the body
-        self.entry(decl, decl.body.body, env)
         if expected is not None:
             self.check_output(decl, expected, ends=self.reachable)
+
+    def process_body(self, decl: A.ProcessDecl) -> None:
+        self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
+        self.entry(decl, decl.body.body, dict(self.params[decl.name]))
 
     def check_output(self, decl: A.ProcessDecl, expected: T.SType, ends: bool) -> None:
         """What a run of the process can finish with (each reachable ``finish``, and null
@@ -229,6 +247,8 @@ class Linker:
         finish with is not counted, as in the original)."""
         reachable = self.reachable
         for stmt in body:
+            if self.inferring and not self.reachable:
+                break  # the original infers no further than a `finish` or `fail`
             self.stmt(stmt, env)
             if not self.reachable:
                 reachable = False
@@ -237,17 +257,17 @@ class Linker:
 
     def stmt(self, s: A.Stmt, env: Env) -> None:  # noqa: C901 - one case per statement
         if isinstance(s, A.Assign):
-            value = self.expr(s.value, env)
             if not s.steps:
-                env[s.name] = T.widen(value)
+                env[s.name] = T.widen(self.expr(s.value, env))
             else:
                 self.assign_path(s, env)
-                if (len(s.steps) == 1 and isinstance(s.steps[0], A.IndexStep)
-                        and isinstance(env.get(s.name), T.ListT)):
-                    env[s.name] = T.ListT(T.widen(value))  # its items now hold what was stored
         elif isinstance(s, A.ExprStmt):
             self.expr(s.expr, env)
         elif isinstance(s, A.ValueStmt):
+            if self.inferring and s.kind != "finish":  # not inferred: only what it does
+                if s.kind == "fail":
+                    self.reachable = False
+                return
             value = self.expr(s.value, env)
             if s.kind in ("finish", "fail"):
                 if s.kind == "finish" and self.reachable:
@@ -279,61 +299,81 @@ class Linker:
             self.expr(s.cond, env)
             self.loop(env, s.body.body, {})
         elif isinstance(s, (A.Break, A.Continue)):
-            self.reachable = False
+            if not self.inferring:  # the original's inference counts what follows them
+                self.reachable = False
 
     def loop(self, env: Env, body: list[A.Stmt], bind: Env) -> None:
-        """Check a loop body once. Variables the body assigns may hold a value from an
-        earlier iteration, so inside the body they start out gradual; after the loop they
-        are the join of before and after (linear time, however deep loops nest)."""
-        assigned = _assigned_in(body)
+        """Check a loop body once, with the types from before the loop (as the original
+        does); afterwards each variable is the join of before and after one pass, and one
+        the body creates is unknown (the body may not run)."""
         inner = dict(env)
-        for name in assigned:
-            if name in inner:
-                inner[name] = T.ANY
         inner.update(bind)
         before = self.reachable
         self.block(body, inner)
         self.reachable = before  # a loop may run no time, or leave by `break`
-        for name in assigned:
+        for name, t in inner.items():
             if name in bind:
                 continue
-            if name in env and name in inner:
-                env[name] = T.join([env[name], inner[name]])
-            else:
+            if name not in env:
                 env[name] = T.ANY
+            elif env[name] != t:
+                env[name] = T.join([env[name], t])
 
     def assign_path(self, s: A.Assign, env: Env) -> None:
-        current: T.SType = env.get(s.name, T.ANY)
-        last = len(s.steps) - 1
-        for i, step in enumerate(s.steps):
-            if isinstance(step, A.FieldStep):
-                if isinstance(current, T.Obj):
-                    field = current.get(step.name)
-                    if field is None:
-                        if current.open:
-                            current = T.ANY
-                            continue
-                        raise self.fail(f"object type has no field `{step.name}`", step)
-                    current = field.type
+        """``x.a[i] = v``, in the original's order: the index expressions, the path's type
+        (a field no member of the type has is refused), the value, then the variable's
+        type with the stored value's in place (a field on a union that no member has is
+        refused then)."""
+        if not self.inferring:
+            for step in s.steps:
+                if isinstance(step, A.IndexStep):
+                    self.expr(step.index, env)
+        current = env.get(s.name)
+        if current is not None:
+            for step in s.steps:
+                if isinstance(step, A.FieldStep):
+                    current = self.field_type(current, step.name, step)
                 else:
-                    current = T.ANY
-            else:
-                key = self.expr(step.index, env)
-                if i < last:
-                    current = _index_type(current, key)
+                    current = _index_type(current)
+        value = T.widen(self.expr(s.value, env))
+        root = env.get(s.name)
+        if root is None:
+            if self.proc is not None and s.name not in ("input", "inputs"):
+                raise self.fail(f"unknown name `{s.name}`", s)
+            return
+        try:
+            env[s.name] = _updated(root, s.steps, value)
+        except _NoField as exc:
+            raise self.fail(f"object type has no field `{exc.step.name}`", exc.step) from None
+
+    def field_type(self, t: T.SType, name: str, node: Any) -> T.SType:
+        """The type of field ``name`` of a value of type ``t``; an object type (or a union
+        of them) without it is refused."""
+        if isinstance(t, T.Resource):
+            raise self.fail(f"cannot access `.{name}` on opaque host descriptor `{t.type_name}`",
+                            node)
+        found = _field_of(t, name)
+        if found is None:
+            raise self.fail(f"object type has no field `{name}`", node)
+        return found
 
     def iterate(self, t: T.SType, node: Any) -> T.SType:
+        """The item type of a ``for``; a union iterates if some member is a list."""
         if isinstance(t, T.ListT):
             return t.item
         if T.is_gradual(t):
             return T.ANY
-        if isinstance(t, T.UnionT) and all(isinstance(m, T.ListT) for m in t.members):
-            return T.join(m.item for m in t.members)  # type: ignore[union-attr]  # all ListT, checked above
+        if isinstance(t, T.UnionT):
+            lists = [m for m in t.members if isinstance(m, T.ListT)]
+            if lists:
+                return T.join(m.item for m in lists) if len(lists) == len(t.members) else T.ANY
         raise self.fail(f"cannot iterate over {t.render()}; expected a list", node)
 
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e: Any, env: Env) -> T.SType:  # noqa: C901 - one case per node
+        if self.inferring and isinstance(e, _PARTLY_INFERRED):
+            return self.inferred(e, env)
         if isinstance(e, A.Name):
             return self.name(e, env)
         if isinstance(e, A.String):
@@ -353,7 +393,7 @@ class Linker:
                 return inner
             if isinstance(inner, T.Handle):
                 return T.Wrapper(inner.output)
-            return T.ANY
+            return _awaited(inner)
         if isinstance(e, A.Unwrap):
             inner = self.expr(e.expr, env)
             if isinstance(inner, T.Wrapper):
@@ -362,7 +402,9 @@ class Linker:
         if isinstance(e, A.Field):
             return self.field(e, env)
         if isinstance(e, A.Index):
-            return _index_type(self.expr(e.obj, env), self.expr(e.index, env))
+            obj = self.expr(e.obj, env)
+            self.expr(e.index, env)
+            return _index_type(obj)
         if isinstance(e, A.Binary):
             return self.binary(e, env)
         if isinstance(e, A.Unary):
@@ -376,11 +418,8 @@ class Linker:
         if isinstance(e, (A.ListLit, A.TupleLit)):
             items = [self.expr(x, env) for x in e.items]
             return T.ListT(T.join(items)) if items else T.LIST_ANY
-        if isinstance(e, A.RecordLit):
-            fields: dict[str, T.SType] = {}
-            for key, value in e.entries:
-                fields[key] = self.expr(value, env)
-            return T.Obj(tuple(T.Field(k, v) for k, v in fields.items()))
+        if isinstance(e, A.RecordLit):  # a repeated key is a repeated field, as the original has it
+            return T.Obj(tuple(T.Field(k, self.expr(v, env)) for k, v in e.entries))
         if isinstance(e, A.BuiltinCall):
             return self.builtin(e, env)
         if isinstance(e, A.Start):
@@ -408,6 +447,28 @@ class Linker:
             return T.DICT
         return T.ANY
 
+    def inferred(self, e: Any, env: Env) -> T.SType:
+        """The type of ``e`` while inferring a process's output, from the parts the
+        original looks at then: a builtin's or `start`'s name (not its arguments), the
+        object of an index (not the index), and no sleep or signal at all."""
+        if isinstance(e, A.BuiltinCall):
+            return BUILTINS.get(e.name, T.ANY)
+        if isinstance(e, A.Start):
+            out = self.outputs.get(e.process)
+            return T.Handle(out if out is not None else T.ANY)
+        if isinstance(e, A.Unary):
+            if e.op == "not":
+                return T.BOOL
+            try:  # lashflow keeps `-int` an int (docs/adr/0025): look, but report nothing
+                return T.INT if self.expr(e.operand, env) == T.INT else T.FLOAT
+            except LangError:
+                return T.FLOAT
+        if isinstance(e, A.Index):
+            return _index_type(self.expr(e.obj, env))
+        if isinstance(e, A.WaitSignal):
+            return self.signal_types.get(e.name, T.ANY)
+        return T.NULL  # sleep, signal run
+
     def name(self, e: A.Name, env: Env) -> T.SType:
         name = e.name
         if name in env:
@@ -430,19 +491,7 @@ class Linker:
         return T.ANY
 
     def field(self, e: A.Field, env: Env) -> T.SType:
-        obj = self.expr(e.obj, env)
-        if isinstance(obj, T.Resource):
-            raise self.fail(
-                f"cannot access `.{e.name}` on opaque host descriptor `{obj.type_name}`", e
-            )
-        if isinstance(obj, T.Obj):
-            f = obj.get(e.name)
-            if f is None:
-                if obj.open:
-                    return T.ANY
-                raise self.fail(f"object type has no field `{e.name}`", e)
-            return T.join([f.type, T.NULL]) if f.optional else f.type
-        return T.ANY
+        return self.field_type(self.expr(e.obj, env), e.name, e)
 
     def binary(self, e: A.Binary, env: Env) -> T.SType:
         left = self.expr(e.left, env)
@@ -460,7 +509,7 @@ class Linker:
                 raise refuse()
             return T.BOOL
         if op in ("==", "!="):
-            if not gradual and T.category(left) != T.category(right):
+            if not gradual and not _comparable(left, right):
                 raise refuse()
             return T.BOOL
         if op == "+":
@@ -479,6 +528,8 @@ class Linker:
                 raise refuse()
             if op in ("<", "<=", ">", ">="):
                 return T.BOOL
+            if not (op in _INT_OPS and left == T.INT and right == T.INT):
+                return T.FLOAT  # a number whatever the operands: it cannot be anything else
         if gradual:
             return T.ANY
         if op in _INT_OPS and left == T.INT and right == T.INT:
@@ -544,9 +595,17 @@ class Linker:
         if root in ("triggers", "trigger"):
             raise self.fail(UNSUPPORTED_TRIGGERS, e)
         if "." in path and any(m.startswith(root + ".") or m == root for m in self.catalog.modules):
-            raise self.fail(f"unknown module `{path}`", e,
-                            hint=did_you_mean(path, self.catalog.modules))
-        raise self.fail(not_authority, e, hint=self.no_tools_hint() or did_you_mean(
+            raise self.fail(not_authority, e, hint=did_you_mean(path, self.catalog.modules)
+                            or f"there is no module `{path}`")
+        if not self.catalog.modules:  # nothing could be called: say why
+            raise self.fail(not_authority, e, hint=self.no_tools_hint())
+        if self.proc is not None and root not in (*self.processes, "input", "inputs"):
+            # the original reports an unknown name in a process body as such
+            raise self.fail(f"unknown name `{root}`", e.receiver, hint=did_you_mean(
+                root, [*env, *self.assigned, *self.catalog.modules])
+                or f"no tool module `{root}` is loaded to call `{path}.{e.operation}`")
+        self.expr(e.receiver, env)
+        raise self.fail(not_authority, e, hint=did_you_mean(
             root, [*env, *self.assigned, *self.catalog.modules]))
 
     def _resource_op(self, receiver: T.SType, e: A.ReceiverCall, message: str) -> Operation | None:
@@ -604,29 +663,6 @@ class Linker:
         return T.ListT(T.widen(self.expr(e.element, inner)))
 
 
-def _has_finish(body: list[A.Stmt]) -> bool:
-    """Whether any statement of ``body``, at any depth, is a ``finish``."""
-    for s in body:
-        if isinstance(s, A.ValueStmt) and s.kind == "finish":
-            return True
-        if isinstance(s, (A.For, A.While)) and _has_finish(s.body.body):
-            return True
-        while isinstance(s, A.If):
-            if _has_finish(s.then.body):
-                return True
-            other = s.otherwise
-            if isinstance(other, A.Block):
-                return _has_finish(other.body)
-            s = other
-    return False
-
-
-def _assigned_in(body: list[A.Stmt]) -> set[str]:
-    names: set[str] = set()
-    _statement_names(body, names, whole_only=True)
-    return names
-
-
 def _statement_names(body: list[A.Stmt], out: set[str], whole_only: bool) -> None:
     """Names that statements in ``body`` (at any block depth) bind: assignment targets
     (only whole-variable ones if ``whole_only``) and ``for`` variables."""
@@ -660,13 +696,103 @@ def _merge(target: Env, a: Env, b: Env) -> None:
             target[name] = T.ANY
 
 
-def _index_type(obj: T.SType, key: T.SType) -> T.SType:
+def _index_type(obj: T.SType) -> T.SType:
+    """What indexing a value of type ``obj`` gives: a list's item, else unknown."""
     if isinstance(obj, T.ListT):
         return obj.item
-    if isinstance(obj, T.Obj) and isinstance(key, T.StrLit):
-        f = obj.get(key.value)
-        return f.type if f is not None else T.ANY
+    if isinstance(obj, T.UnionT):
+        return T.join(_index_type(m) for m in obj.members)
     return T.ANY
+
+
+def _field_of(t: T.SType, name: str) -> T.SType | None:
+    """Field ``name`` of type ``t``: None if ``t`` is an object type without it, or a
+    union none of whose members has it; unknown if only some lack it."""
+    if isinstance(t, T.Obj):
+        f = t.get(name)
+        if f is None:
+            return T.ANY if t.open else None
+        return T.join([f.type, T.NULL]) if f.optional else f.type
+    if isinstance(t, T.UnionT):
+        found = [_field_of(m, name) for m in t.members]
+        present = [f for f in found if f is not None]
+        if not present:
+            return None
+        return T.join(present) if len(present) == len(found) else T.ANY
+    return T.ANY
+
+
+def _has_field(t: T.SType, name: str) -> bool:
+    if isinstance(t, T.Obj):
+        return t.open or t.get(name) is not None
+    if isinstance(t, T.UnionT):
+        return any(_has_field(m, name) for m in t.members)
+    return T.is_gradual(t)
+
+
+class _NoField(Exception):
+    def __init__(self, step: A.FieldStep) -> None:
+        super().__init__(step.name)
+        self.step = step
+
+
+def _updated(t: T.SType, steps: list[Any], value: T.SType) -> T.SType:
+    """``t`` with the value at ``steps`` now of type ``value``; raises ``_NoField`` for a
+    field step into a union none of whose members has the field."""
+    if not steps:
+        return value
+    step, rest = steps[0], steps[1:]
+    if isinstance(t, T.Obj) and isinstance(step, A.FieldStep):
+        f = t.get(step.name)
+        if f is None:
+            if t.open:
+                return t
+            raise _NoField(step)
+        fields = tuple(T.Field(x.name, _updated(x.type, rest, value), x.optional) if x is f else x
+                       for x in t.fields)
+        return T.Obj(fields, t.open)
+    if isinstance(t, T.ListT) and isinstance(step, A.IndexStep):
+        return T.ListT(_updated(t.item, rest, value))
+    if isinstance(t, T.UnionT):
+        if isinstance(step, A.IndexStep):
+            return T.join(_updated(m, steps, value) for m in t.members)
+        members, updated, missing = [], False, None
+        for m in t.members:
+            if not _has_field(m, step.name):
+                members.append(m)
+                continue
+            try:
+                members.append(_updated(m, steps, value))
+                updated = True
+            except _NoField as exc:
+                missing = exc
+                members.append(m)
+        if not updated:
+            raise missing or _NoField(step)
+        return T.join(members)
+    return t
+
+
+def _comparable(left: T.SType, right: T.SType) -> bool:
+    """``==`` takes two values of one category; a union takes what any member takes."""
+    if isinstance(left, T.UnionT):
+        return any(_comparable(m, right) for m in left.members)
+    if isinstance(right, T.UnionT):
+        return any(_comparable(left, m) for m in right.members)
+    return T.is_gradual(left) or T.is_gradual(right) or T.category(left) == T.category(right)
+
+
+def _awaited(t: T.SType) -> T.SType:
+    """What ``await`` of a list or record of calls gives: their results are unknown."""
+    if isinstance(t, (T.Wrapper, T.Handle)):
+        return T.ANY
+    if isinstance(t, T.ListT):
+        return T.ListT(_awaited(t.item))
+    if isinstance(t, T.Obj):
+        return T.Obj(tuple(T.Field(f.name, _awaited(f.type), f.optional) for f in t.fields), t.open)
+    if isinstance(t, T.UnionT):
+        return T.join(_awaited(m) for m in t.members)
+    return t
 
 
 def _is_bool(t: T.SType) -> bool:

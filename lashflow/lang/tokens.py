@@ -8,6 +8,7 @@ context; the token pass (``tokenpass.py``) gives each one its grammar terminal.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from lark.lexer import Token
 
@@ -184,12 +185,32 @@ def rust_debug_str(text: str) -> str:
             out.append("\\t")
         elif ch == "\0":
             out.append("\\0")
-        elif not ch.isprintable() and ch != " ":
+        elif (not ch.isprintable() and ch != " ") or _grapheme_extend(ch):
             out.append(f"\\u{{{ord(ch):x}}}")
         else:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+# Unicode's Other_Grapheme_Extend: marks outside Mn/Me that still extend a grapheme
+_OTHER_GRAPHEME_EXTEND = (
+    (0x09BE, 0x09BE), (0x09D7, 0x09D7), (0x0B3E, 0x0B3E), (0x0B57, 0x0B57), (0x0BBE, 0x0BBE),
+    (0x0BD7, 0x0BD7), (0x0CC2, 0x0CC2), (0x0CD5, 0x0CD6), (0x0D3E, 0x0D3E), (0x0D57, 0x0D57),
+    (0x0DCF, 0x0DCF), (0x0DDF, 0x0DDF), (0x1B35, 0x1B35), (0x200C, 0x200C), (0x302E, 0x302F),
+    (0xFF9E, 0xFF9F), (0x1133E, 0x1133E), (0x11357, 0x11357), (0x114B0, 0x114B0),
+    (0x114BD, 0x114BD), (0x115AF, 0x115AF), (0x11930, 0x11930), (0x1D165, 0x1D165),
+    (0x1D16E, 0x1D172), (0xE0020, 0xE007F),
+)
+
+
+def _grapheme_extend(ch: str) -> bool:
+    """Rust's ``{:?}`` escapes every grapheme-extending character (a combining accent
+    would otherwise attach to the quote before it)."""
+    if unicodedata.category(ch) in ("Mn", "Me"):
+        return True
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in _OTHER_GRAPHEME_EXTEND)
 
 
 def format_number(value: float) -> str:

@@ -73,6 +73,7 @@ class Chunk:
     node: Any
     spans: list[A.Span]
     error: Problem | None = None
+    output_error: Problem | None = None  # from checking what a process can finish with
 
     @property
     def declaration(self) -> bool:
@@ -86,6 +87,8 @@ class Chunk:
             span.end += by
         if self.error is not None:
             self.error = self.error.moved(by)
+        if self.output_error is not None:
+            self.output_error = self.output_error.moved(by)
 
 
 def spans_of(node: Any) -> list[A.Span]:
@@ -174,6 +177,9 @@ class Analysis:
             return self.parse_problem
         if self.declaration_problem is not None:
             return self.declaration_problem
+        for chunk in self.chunks:  # the linker checks every output before any body
+            if chunk.output_error is not None:
+                return chunk.output_error
         for chunk in self.chunks:
             if chunk.error is not None:
                 return chunk.error
@@ -379,19 +385,14 @@ class Analysis:
         return linker
 
     def check_body(self, linker: Linker, chunk: Chunk) -> None:
-        chunk.error = None
-        try:
-            linker.process_body(chunk.node)
-        except LangError as exc:
-            chunk.error = Problem.of(exc.diagnostic)
-        except Exception as exc:  # pragma: no cover
-            chunk.error = _internal(self.text, exc)
+        chunk.output_error = _problem_of(self.text, linker.infer_output, chunk.node)
+        chunk.error = _problem_of(self.text, linker.process_body, chunk.node)
 
     def link_all(self) -> None:
         self.signature = self.signature_of()
         self.main_problem = None
         for chunk in self.chunks:
-            chunk.error = None
+            chunk.error = chunk.output_error = None
         linker = self.declared()
         if linker is None:
             return
@@ -440,3 +441,14 @@ class Analysis:
             if chunk.start <= offset <= chunk.end:
                 return chunk
         return None
+
+
+def _problem_of(text: str, check: Any, node: Any) -> Problem | None:
+    """The diagnostic ``check(node)`` raises, if any."""
+    try:
+        check(node)
+    except LangError as exc:
+        return Problem.of(exc.diagnostic)
+    except Exception as exc:  # pragma: no cover - a linker bug is still a diagnostic
+        return _internal(text, exc)
+    return None

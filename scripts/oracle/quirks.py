@@ -1,0 +1,149 @@
+"""lashflow's linker with some of the original's own typing defects put back.
+
+docs/adr/0025 lists places where the original's linker is wrong and lashflow keeps its
+answer. A program can show such a defect only indirectly: the original reports a link
+error lashflow does not, or a different one first. ``link_as_original(source, quirks)``
+links the program with lashflow's linker changed in exactly the named ways and gives its
+first message (None if it links), so a rule can check that the original's message is
+explained by those defects and nothing else.
+
+Quirks (each named after its ADR class):
+
+- ``plus-typed-number``: every ``a + b`` is a number (its operands checked as usual).
+- ``int-and-float-typing``: arithmetic and negation give ``float``; ``int`` joined with
+  ``float`` stays the union ``float | int``.
+- ``empty-list-item-typed-null``: ``[]`` and ``()`` are ``list[null]``.
+- ``literal-over-union-variable``: a string literal stored over a variable or element
+  whose type is a union (or an enum) must fit that type.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator
+
+QUIRKS = ("plus-typed-number", "int-and-float-typing", "empty-list-item-typed-null",
+          "literal-over-union-variable")
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """Every AST node under ``node`` (dataclass fields, lists, tuples)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (list, tuple)):
+            todo.extend(n)
+        elif hasattr(n, "__dataclass_fields__"):
+            yield n
+            todo.extend(getattr(n, f) for f in n.__dataclass_fields__)
+
+
+def parsed(source: str) -> Any:
+    from lashflow.lang import parse
+    from lashflow.lang.diagnostics import LangError
+
+    try:
+        return parse(source)
+    except LangError:
+        return None
+
+
+def _union_join(types: Any) -> Any:
+    """``types.join`` without folding ``int`` into ``float``."""
+    from lashflow.lang import types as T
+
+    out: list[Any] = []
+    for t in types:
+        for m in (t.members if isinstance(t, T.UnionT) else (T.widen(t),)):
+            if m not in out:
+                out.append(m)
+    return T.ANY if not out else out[0] if len(out) == 1 else T.UnionT(tuple(out))
+
+
+def _literal_fits(linker: Any, e: Any, expected: Any) -> None:
+    """The original's check of string literals against the type they are stored over."""
+    from lashflow.lang import ast as A
+    from lashflow.lang import types as T
+
+    def refuse(value: str) -> Exception:
+        return linker.fail(f"expected {expected.render()}, got incompatible literal \"{value}\"", e)
+
+    if isinstance(e, A.String):
+        if isinstance(expected, T.Enum) and e.value not in expected.members:
+            raise refuse(e.value)
+        if isinstance(expected, T.UnionT) and not any(
+                m in (T.ANY, T.STR) or (isinstance(m, T.Enum) and e.value in m.members)
+                for m in expected.members):
+            raise refuse(e.value)
+    elif isinstance(e, A.RecordLit) and isinstance(expected, T.Obj):
+        for key, value in e.entries:
+            field = expected.get(key)
+            if field is not None:
+                _literal_fits(linker, value, field.type)
+    elif isinstance(e, (A.ListLit, A.TupleLit)) and isinstance(expected, T.ListT):
+        for item in e.items:
+            _literal_fits(linker, item, expected.item)
+
+
+def link_as_original(source: str, quirks: frozenset[str]) -> str | None:
+    """The first link message of ``source`` on lashflow's linker with ``quirks``; None if
+    it links, ``"does not parse"`` if it does not parse."""
+    from lashflow.lang import ast as A
+    from lashflow.lang import types as T
+    from lashflow.lang.catalog import Catalog
+    from lashflow.lang.diagnostics import LangError
+    from lashflow.lang.linker import Linker, _index_type
+
+    module = parsed(source)
+    if module is None:
+        return "does not parse"
+
+    class Original(Linker):
+        def binary(self, e: A.Binary, env: Any) -> T.SType:
+            result = super().binary(e, env)
+            if e.op == "+" and "plus-typed-number" in quirks:
+                return T.FLOAT
+            if "int-and-float-typing" in quirks and result == T.INT:
+                return T.FLOAT
+            return result
+
+        def expr(self, e: Any, env: Any) -> T.SType:
+            if ("empty-list-item-typed-null" in quirks and isinstance(e, (A.ListLit, A.TupleLit))
+                    and not e.items):
+                return T.ListT(T.NULL)
+            result = super().expr(e, env)
+            if "int-and-float-typing" in quirks and isinstance(e, A.Unary) and e.op == "-":
+                return T.FLOAT
+            return result
+
+        def stmt(self, s: Any, env: Any) -> None:
+            if "literal-over-union-variable" in quirks and isinstance(s, A.Assign):
+                expected = env.get(s.name)
+                for step in s.steps if expected is not None else ():
+                    expected = (_index_type(expected) if isinstance(step, A.IndexStep)
+                                else self.field_type(expected, step.name, step))
+                if expected is not None:
+                    _literal_fits(self, s.value, expected)
+            super().stmt(s, env)
+
+    operations = sorted({n.operation for n in walk(module) if isinstance(n, A.ReceiverCall)})
+    kept = T.join
+    if "int-and-float-typing" in quirks:
+        T.join = _union_join  # type: ignore[assignment]  # for this one check, restored below
+    try:
+        Original(module, Catalog.permissive({"tools": operations or ["noop"]})).run()
+    except LangError as exc:
+        return exc.diagnostic.message
+    finally:
+        T.join = kept  # type: ignore[assignment]
+    return None
+
+
+def explaining_quirk(source: str, message: str) -> str | None:
+    """The first quirk of the smallest set of them under which lashflow's linker reports
+    exactly ``message`` (the original's first link error), if there is one."""
+    for size in range(1, len(QUIRKS) + 1):
+        for combo in itertools.combinations(QUIRKS, size):
+            if link_as_original(source, frozenset(combo)) == message:
+                return combo[0]
+    return None
