@@ -99,8 +99,8 @@ class Reads:
             if given is not None and not storable_text(given):
                 raise UsageError(f"{name} {given!r}: no name or run id holds a NUL or a "
                                  "lone surrogate")
-        page = await self.store.query_runs(st.RunQuery(statuses, process, parent, since, until,
-                                                       limit, cursor, queue, key))
+        page = await self.store.query_runs(st.RunQuery(
+            statuses, process, parent, since, until, limit, cursor, queue=queue, key=key))
         now = self.clock.now()
         return RunPage([self._summary(row, now) for row in page.runs], page.next_cursor)
 
