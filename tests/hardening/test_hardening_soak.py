@@ -87,6 +87,7 @@ import asyncio, json, os, random, uuid
 from lashflow import PendingCompletion, RetryPolicy, ToolCall, ToolResult, tool
 
 LOG = os.environ["SOAK_LOG"]
+PROCESS = uuid.uuid4().hex  # this process, unlike its pid, is never reused by another
 
 
 def executed(call, name):
@@ -94,7 +95,7 @@ def executed(call, name):
     nonce = uuid.uuid4().hex
     line = json.dumps({"run": call.context.run_id, "step": call.context.step_key,
                        "attempt": call.context.attempt, "tool": name, "pid": os.getpid(),
-                       "nonce": nonce}) + "\\n"
+                       "process": PROCESS, "nonce": nonce}) + "\\n"
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
@@ -302,8 +303,11 @@ async def _check(soak: Soak, engine: Engine) -> list[str]:
             for number, group in per_attempt.items():
                 if number not in numbers:
                     problems.append(f"{where}: attempt {number} ran but is not recorded")
+                # by process token, not pid: on a busy machine pids wrap around and a
+                # later worker may get a killed one's pid
+                processes = [e["process"] for e in group]
                 pids = [e["pid"] for e in group]
-                if len(set(pids)) != len(pids):
+                if len(set(processes)) != len(processes):
                     problems.append(f"{where}: attempt {number} ran twice in one process")
                 if any(pid not in soak.killed_pids for pid in pids[:-1]):
                     problems.append(f"{where}: attempt {number} ran again without a crash")
