@@ -181,7 +181,8 @@ class Reads:
         if step.kind == "tool":
             if outcome.get("status") == "ok":
                 return self.tools.project(outcome.get("value"), tool=step.tool,
-                                          run_id=step.run_id, step_key=step.step_key)
+                                          run_id=step.run_id, step_key=step.step_key,
+                                          tail=bool(step.detail.get("tail")))
             return outcome.get("message") or outcome.get("status")
         if step.kind in ("print", "yield", "wake"):
             return self.tools.project(outcome.get("text", ""))
