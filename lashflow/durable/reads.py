@@ -183,7 +183,8 @@ class Reads:
                 return self.tools.project(outcome.get("value"), tool=step.tool,
                                           run_id=step.run_id, step_key=step.step_key,
                                           tail=bool(step.detail.get("tail")))
-            return outcome.get("message") or outcome.get("status")
+            said = outcome.get("message") or outcome.get("status")
+            return None if said is None else str(said)
         if step.kind in ("print", "yield", "wake"):
             return self.tools.project(outcome.get("text", ""))
         return self.tools.project(outcome)

@@ -162,6 +162,7 @@ class VerifyHost:
     # -- the seam --------------------------------------------------------------------------
     def perform(self, effect: fx.Effect) -> Any:
         kind = type(effect)
+        # mypy does not narrow a union on a stored type(): each ignore below is that
         if kind is fx.ToolCall:
             return self._tools([effect])[0]  # type: ignore[list-item]
         if kind is fx.ToolBatch:
