@@ -90,7 +90,9 @@ process ticking(n: int) {
 """
 
 # The tool module beside ticking.lash (loaded by the CLI on run and on resume): one
-# appended line per executed step, with the writer's pid and the wall-clock time.
+# appended line per executed step, with the writer's pid, the wall-clock time and the
+# CPU time its process has used so far (start-up included: what a loaded machine does
+# not stretch).
 TICK_TOOLS = '''
 import os
 import time
@@ -100,7 +102,7 @@ from lashflow import tool
 
 @tool
 async def tick(i: int) -> int:
-    line = f"{os.getpid()} {i} {time.time():.6f}\\n".encode()
+    line = f"{os.getpid()} {i} {time.time():.6f} {sum(os.times()[:2]):.3f}\\n".encode()
     fd = os.open(os.environ["LASHFLOW_BENCH_TICKS"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
@@ -331,7 +333,7 @@ def import_time(statement: str, env: dict[str, str], trials: int) -> float:
     return best
 
 
-def _read_ticks(path: Path) -> list[tuple[int, int, float]]:
+def _read_ticks(path: Path) -> list[tuple[int, int, float, float]]:
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -339,15 +341,17 @@ def _read_ticks(path: Path) -> list[tuple[int, int, float]]:
     rows = []
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 3:
-            rows.append((int(parts[0]), int(parts[1]), float(parts[2])))
+        if len(parts) == 4:
+            rows.append((int(parts[0]), int(parts[1]), float(parts[2]), float(parts[3])))
     return rows
 
 
-def kill_to_resume(folder: str, trial: int, kill_after: int, base_env: dict[str, str]) -> float:
+def kill_to_resume(folder: str, trial: int, kill_after: int,
+                   base_env: dict[str, str]) -> tuple[float, float]:
     """``lashflow run`` a long process, SIGKILL it by pid once ``kill_after`` steps ran,
     ``lashflow resume`` it in a new process: seconds from the kill to the first step the
-    resumed process executes (the first line its tool appends)."""
+    resumed process executes (the first line its tool appends), and the CPU seconds the
+    resumed process had used by then (user + system, in 10 ms ticks)."""
     work = Path(tempfile.mkdtemp(prefix=f"kill{trial}-", dir=folder))
     (work / "ticking.lash").write_text(TICK_SOURCE)
     (work / "ticking.py").write_text(TICK_TOOLS)
@@ -378,7 +382,7 @@ def kill_to_resume(folder: str, trial: int, kill_after: int, base_env: dict[str,
         while True:
             mine = [row for row in _read_ticks(ticks) if row[0] == resumed.pid]
             if mine:
-                return mine[0][2] - killed_at
+                return mine[0][2] - killed_at, mine[0][3]
             if resumed.poll() is not None:
                 raise RuntimeError(f"resume exited: {resumed.stderr.read().decode()[-2000:]}")
             if time.monotonic() > deadline:
@@ -473,7 +477,7 @@ def main() -> None:
     dbos_python = None if args.no_dbos else ensure_dbos_venv()
 
     folder = tempfile.mkdtemp(prefix="lashflow-bench-")
-    raw: dict[str, Any] = {"quick": q, "repeat": repeat}
+    raw: dict[str, Any] = {"quick": q, "repeat": repeat, "load": os.getloadavg()}
     try:
         def sub(name: str) -> str:
             path = tempfile.mkdtemp(prefix=name + "-", dir=folder)
@@ -497,10 +501,13 @@ def main() -> None:
         raw["long"] = long_run
         log("kill -> first resumed step")
         env = bytecode_env(folder)
-        kills = [kill_to_resume(folder, t, 300, env) for t in range(kill_trials)]
+        pairs = [kill_to_resume(folder, t, 300, env) for t in range(kill_trials)]
+        kills = [wall for wall, _ in pairs]
         raw["kill_to_resume_s"] = kills
+        raw["kill_to_resume_cpu_s"] = [cpu for _, cpu in pairs]
         if os.environ.get("PYTHONDONTWRITEBYTECODE"):  # how this environment runs by default
-            raw["kill_to_resume_no_pyc_s"] = kill_to_resume(folder, 99, 300, dict(os.environ))
+            raw["kill_to_resume_no_pyc_s"], raw["kill_to_resume_no_pyc_cpu_s"] = \
+                kill_to_resume(folder, 99, 300, dict(os.environ))
         raw["import_s"] = {s: import_time(s, env, 5) for s in IMPORTS}
         log(f"{parked:,} runs parked on completion keys")
         park = run_worker("parked", {"dir": sub("parked"), "runs": parked, "concurrency": width,
@@ -532,8 +539,8 @@ def main() -> None:
             Row("  same, peer DBOS as shipped (rollback journal)", f"{seq:,.0f}",
                 f"{s_seq:,.0f}", f"{seq / s_seq:.1f}x"),
             Row(f"{runs} runs x {steps} steps, {width} at once: steps/s (peer DBOS+WAL)",
-                f"{conc:,.0f}", f"{w_conc:,.0f}", f"{conc / w_conc:.1f}x", ">= 10x",
-                check(conc >= 10 * w_conc)),
+                f"{conc:,.0f}", f"{w_conc:,.0f}", f"{conc / w_conc:.1f}x", ">= 30x",
+                check(conc >= 30 * w_conc)),
             Row("  same, peer DBOS as shipped (rollback journal)", f"{conc:,.0f}",
                 f"{s_conc:,.0f}", f"{conc / s_conc:.1f}x"),
         ]
@@ -542,6 +549,8 @@ def main() -> None:
                  Row(f"{runs} runs x {steps} steps, {width} at once: steps/s", f"{conc:,.0f}")]
     rows.append(Row(f"{width} at once vs lashflow sequential", f"{conc:,.0f}", f"{seq:,.0f}",
                     f"{conc / seq:.1f}x", "> 1x", check(conc > seq)))
+    rows.append(Row(f"{width} at once: steps/s", f"{conc:,.0f}", bar=">= 15,000",
+                    verdict=check(conc >= 15_000)))
     rows.append(Row(f"CPU per step, sequential / {width} at once (us, whole process)",
                     f"{min(o['sequential']['cpu_us_per_step'] for o in ours):.0f} / "
                     f"{min(o['concurrent']['cpu_us_per_step'] for o in ours):.0f}"))
@@ -560,8 +569,10 @@ def main() -> None:
             f"{long_run['resume_seconds']:.3f}", bar="< 1 s",
             verdict=check(long_run["resume_seconds"] < 1.0)),
         Row(f"kill -> first resumed step (s, median of {len(kills)})",
-            f"{statistics.median(kills):.3f}", bar="<= 0.3 s",
-            verdict=check(statistics.median(kills) <= 0.3)),
+            f"{statistics.median(kills):.3f}", bar="< 0.15 s",
+            verdict=check(statistics.median(kills) < 0.15)),
+        Row("  CPU of the resumed process by then (s, median)",
+            f"{statistics.median(raw['kill_to_resume_cpu_s']):.2f}"),
         *[Row(f"`{statement}` (ms, best of 5)", f"{seconds * 1e3:.1f}")
           for statement, seconds in raw["import_s"].items()],
         Row(f"{park['parked']:,} runs parked on keys: worker RSS (MiB)",
@@ -573,7 +584,9 @@ def main() -> None:
         Row("  p90 (ms)", f"{park['complete_p90_ms']:.1f}"),
     ]
     print(f"lashflow durable benchmarks{' (--quick: scaled down)' if q else ''}; "
-          f"best of {repeat} for throughput; SQLite WAL, synchronous=FULL")
+          f"best of {repeat} for throughput; SQLite WAL, synchronous=FULL; load average "
+          f"{raw['load'][0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+          f"{os.cpu_count()} cores")
     print_table(rows)
     if wal:
         print(f"DBOS {wal[0]['dbos_version']}: faster API per shape -- sequential "
@@ -581,7 +594,8 @@ def main() -> None:
               f"concurrent {max(wal, key=lambda r: r['concurrent']['steps_per_s'])['concurrent']['api']}")
     if "kill_to_resume_no_pyc_s" in raw:
         print(f"kill -> first resumed step without a bytecode cache (PYTHONDONTWRITEBYTECODE=1, "
-              f"as this environment sets it): {raw['kill_to_resume_no_pyc_s']:.3f} s")
+              f"as this environment sets it): {raw['kill_to_resume_no_pyc_s']:.3f} s "
+              f"(CPU {raw['kill_to_resume_no_pyc_cpu_s']:.2f} s; goal < 0.25 s)")
     print(f"parking {park['parked']:,} runs took {park['park_seconds']:.1f} s; "
           f"RSS before parking {park['rss_before_mib']:.0f} MiB")
     if args.json:

@@ -9,13 +9,18 @@ Measured per width, in a fresh subprocess on a fresh SQLite file (WAL, synchrono
   measure: how late the loop gets back to a call whose sleep is over (stalls, other
   members' work in the way);
 - end past batch start: each call's end past the *first* call's start + 0.2 s (max),
-  stricter: it adds the start spread.
+  stricter: it adds the start spread;
+- CPU: the process's CPU time over the run (both threads), divided by N: what each call
+  costs in all, which a loaded machine stretches in wall time but not here.
 "cold" is the process's first run (first compile, first use of everything); "warm" is a
 second run in the same process; "frozen" a third, after `gc.freeze()` (what `lashflow
 worker` and `lashflow serve` do once started: a full garbage collection then no longer
 walks everything start-up made); "asyncio" is the floor: the same N sleeps gathered by
 plain asyncio in that process, nothing journaled. Goal: a 1,000-wide batch within 0.2 s + 10% (0.22 s),
 worst lateness under 20 ms.
+
+Columns (80 wide): spread = start spread, late p99 / late max = lateness, behind = end
+past batch start (all in ms), CPU us/call.
 
 Usage: python bench/bench_fanout.py [--widths 10,100,1000]
 """
@@ -26,6 +31,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -59,9 +65,9 @@ async def _worker(width: int) -> dict[str, dict[str, float]]:
                     gc.collect()
                     gc.freeze()
                 spans.clear()
-                began = time.perf_counter()
+                began, cpu = time.perf_counter(), time.process_time()
                 outcome = await engine.run(source)
-                wall = time.perf_counter() - began
+                wall, cpu = time.perf_counter() - began, time.process_time() - cpu
                 assert outcome.result == list(range(width)), outcome.error
                 first = min(start for start, _ in spans)
                 late = sorted((end - start - SLEEP) * 1000 for start, end in spans)
@@ -69,18 +75,19 @@ async def _worker(width: int) -> dict[str, dict[str, float]]:
                 behind = max(end - first - SLEEP for _, end in spans) * 1000
                 figures[label] = {"wall": wall, "max": late[-1], "spread": spread,
                                   "p99": late[min(len(late) - 1, int(len(late) * 0.99))],
-                                  "behind": behind}
+                                  "behind": behind, "cpu_us": cpu / width * 1e6}
     # the floor: the same sleeps gathered by asyncio alone, in the same warm process
     spans.clear()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(_bare_nap() for _ in range(width)))
-    wall = time.perf_counter() - began
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     first = min(start for start, _ in spans)
     late = sorted((end - start - SLEEP) * 1000 for start, end in spans)
     figures["asyncio"] = {"wall": wall, "max": late[-1],
                           "spread": (max(start for start, _ in spans) - first) * 1000,
                           "p99": late[min(len(late) - 1, int(len(late) * 0.99))],
-                          "behind": max(end - first - SLEEP for _, end in spans) * 1000}
+                          "behind": max(end - first - SLEEP for _, end in spans) * 1000,
+                          "cpu_us": cpu / width * 1e6}
     return figures
 
 
@@ -98,15 +105,17 @@ def main() -> None:
     if args.worker:
         print(json.dumps(asyncio.run(_worker(args.worker))))
         return
-    print(f"fan-out of N calls of asyncio.sleep({SLEEP}), SQLite WAL synchronous=FULL")
-    print(f"{'N':>6} {'run':<7} {'wall s':>8} {'start spread ms':>16} {'lateness p99 ms':>16} "
-          f"{'lateness max ms':>16} {'end past batch start ms':>24}")
+    print(f"fan-out of N calls of asyncio.sleep({SLEEP}), SQLite WAL synchronous=FULL; "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'N':>5} {'run':<7} {'wall s':>7} {'spread ms':>9} {'late p99':>8} {'late max':>8} "
+          f"{'behind ms':>9} {'CPU us/call':>11}")
     for width in (int(w) for w in args.widths.split(",")):
         done = subprocess.run([sys.executable, __file__, "--worker", str(width)],
                               capture_output=True, text=True, check=True)
         for label, row in json.loads(done.stdout).items():
-            print(f"{width:>6} {label:<7} {row['wall']:>8.3f} {row['spread']:>16.1f} "
-                  f"{row['p99']:>16.1f} {row['max']:>16.1f} {row['behind']:>24.1f}")
+            print(f"{width:>5} {label:<7} {row['wall']:>7.3f} {row['spread']:>9.1f} "
+                  f"{row['p99']:>8.1f} {row['max']:>8.1f} {row['behind']:>9.1f} "
+                  f"{row['cpu_us']:>11.1f}")
 
 
 if __name__ == "__main__":

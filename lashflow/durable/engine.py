@@ -13,7 +13,8 @@ import asyncio
 import builtins
 import os
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Iterable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..errors import DbError, InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
@@ -28,20 +29,20 @@ from .checking import FileCheck, check_file
 from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
-from . import export as exported
 from .events import Events, Listener
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of
 from .reads import Reads
-from .schedule_api import Schedules
-from .schedules import Scheduler
 from .settle import settle
 from .tool_runner import ToolRunner
-from .verifier import Verifier, VerifyReport
-from .versions import Deployment, Upgrade, Versions
-from .verify import Verdict
 from .worker import Worker
+
+if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never import them
+    from .schedule_api import Schedules
+    from .verifier import Verifier, VerifyReport
+    from .versions import Deployment, Upgrade, Versions
+    from .verify import Verdict
 
 LEASE_TTL = 30.0
 
@@ -101,13 +102,34 @@ class Engine:
         self.driver.family = Children(self.store, self.clock, self.driver, self.reads,
                                       self.commands)
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
-        self.verifier = Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
-        self.deployments = Versions(self.store, self.tools, self.programs, self.reads,
-                                    self.verifier, self.clock)
-        self.worker.scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
-        self.schedules = Schedules(self, self.worker.scheduler)
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
+
+    # Parts a run or a resume never uses are built (and their modules imported) on first
+    # use: kill -> first resumed step pays for no schedule or version code (ADR 0034).
+    @cached_property
+    def verifier(self) -> "Verifier":
+        from .verifier import Verifier
+
+        return Verifier(self.store, self.tools, self.reads, self.limits, self.clock)
+
+    @cached_property
+    def deployments(self) -> "Versions":
+        from .versions import Versions
+
+        return Versions(self.store, self.tools, self.programs, self.reads, self.verifier,
+                        self.clock)
+
+    @cached_property
+    def schedules(self) -> "Schedules":
+        from .schedule_api import Schedules
+        from .schedules import Scheduler
+
+        scheduler = Scheduler(self.store, self.clock, self.commands.cancel)
+        telemetry = self.telemetry
+        scheduler.metrics = telemetry.metrics if telemetry is not None else None
+        self.worker.scheduler = scheduler
+        return Schedules(self, scheduler)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> "Engine":
@@ -141,7 +163,8 @@ class Engine:
         self.driver.telemetry = found
         self.tools.use_telemetry(found)
         self.store.on_commit = found.metrics.commit if found and found.metrics else None
-        self.schedules.scheduler.metrics = found.metrics if found else None
+        if "schedules" in self.__dict__:  # built already: else it reads them when built
+            self.schedules.scheduler.metrics = found.metrics if found else None
 
     async def metrics_text(self) -> str:
         """The Prometheus text of this process's counters and the database's runs by
@@ -364,6 +387,8 @@ class Engine:
         On ``stop`` runs in flight stop at their next effect and go back to the queue.
         ``idle_exit``: return once nothing was claimable for that many seconds (tests).
         ``schedules``: also fire the ticks of schedules as they fall due."""
+        if schedules:
+            self.schedules  # builds the scheduler the worker fires ticks with
         return await self.worker.work(concurrency or self.concurrency,
                                       stop=stop or asyncio.Event(), poll=poll,
                                       idle_exit=idle_exit, retry_skipped=retry_skipped,
@@ -476,6 +501,8 @@ class Engine:
     async def export(self, run_ids: Iterable[str]) -> dict[str, Any]:
         """Runs as one JSON document (source, input and journal of each; no completion
         key and no secret): fixtures for ``lashflow.testing.Replayer``."""
+        from . import export as exported
+
         runs = []
         for run_id in run_ids:
             run = await self.reads.require(run_id)

@@ -11,7 +11,6 @@ attempt start is written lazily with its final outcome, in the same commit as th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -344,12 +343,16 @@ class ToolRunner:
         if self.events:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [f"{c.module}.{c.name}" for c in planned]})
-        # While several calls are in flight no commit may block the loop they share: a
-        # second registered writer sends every commit through the store's writer thread.
-        with self.store.writing() if attempts_journal.eager else contextlib.nullcontext():
+        if attempts_journal.eager:
+            # While several calls are in flight no commit may block the loop they share: a
+            # second registered writer sends every commit through the store's writer thread.
+            with self.store.writing():
+                results = await self.dispatcher.batch(planned, run_id=journal.run_id,
+                                                      journal=attempts_journal, cancel=cancel)
+                await attempts_journal.durable()  # before any member's answer is used
+        else:  # a lone call commits nothing of its own (its outcome is held, ADR 0009)
             results = await self.dispatcher.batch(planned, run_id=journal.run_id,
                                                   journal=attempts_journal, cancel=cancel)
-            await attempts_journal.durable()  # before any member's answer is used
         answers: list[Any] = []
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []

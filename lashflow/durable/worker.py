@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingTools, RunBusy, UnknownRun
 from ..store import Store
@@ -20,8 +20,10 @@ from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .driver import Driver
 from .reads import Reads
-from .schedules import Scheduler
 from .tool_runner import ToolRunner
+
+if TYPE_CHECKING:
+    from .schedules import Scheduler
 
 log = logging.getLogger("lashflow.engine")
 

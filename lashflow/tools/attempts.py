@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lashflow.errors import InputInvalid
-from lashflow.json_kinds import check_json_text
+from lashflow.json_kinds import FLOAT_MAX, check_json_text
 from lashflow.tools.clock import Clock
 from lashflow.tools.context import ToolCall, ToolContext
 from lashflow.tools.definition import RegisteredTool
@@ -244,6 +244,10 @@ async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Cl
 def _classify(
     result: ToolResult, tb: str | None, ctx: ToolContext, policy: RetryPolicy, started: float, finished: float
 ) -> ToolOutcome:
+    if result.kind is ResultKind.OK and tb is None and _plain_scalar(result.value):
+        # the common case, written out: an ok scalar needs no JSON check and no retry rule
+        return ToolOutcome(OutcomeStatus.OK, result.value, result.code, result.message, ctx.attempt,
+                           dict(ctx.usage), None, started_at=started, finished_at=finished)
     fields: dict[str, Any] = dict(
         attempts=ctx.attempt, usage=dict(ctx.usage), traceback=tb, started_at=started, finished_at=finished
     )
@@ -267,6 +271,16 @@ def _classify(
             return outcome.with_(retry_after=policy.delay(ctx.attempt - 1, result.retry.after))
         return outcome.with_(status=OutcomeStatus.EXHAUSTED)
     return outcome
+
+
+def _plain_scalar(value: Any) -> bool:
+    """A value ``check_json_text`` would pass without looking further: None, a bool, an
+    ASCII string, an integer a float can hold."""
+    kind = type(value)
+    if kind is int:
+        number: int = value  # typed for the comparison (no conversion: this is per input)
+        return -FLOAT_MAX <= number <= FLOAT_MAX
+    return value is None or kind is bool or (kind is str and value.isascii())
 
 
 async def _acquire(semaphore: asyncio.Semaphore, cancel: asyncio.Event | None) -> bool:

@@ -82,12 +82,27 @@ class ToolOutcome:
         return {"ok": False, "error": self.message}
 
     def to_json(self) -> dict[str, Any]:
+        # written out, not a loop over names: it runs once per step (keys in this order,
+        # an empty text left out except as a value: "" is a value to replay)
         data: dict[str, Any] = {"status": self.status.value, "attempts": self.attempts}
-        for name in ("value", "code", "message", "traceback", "retry_after", "key", "deadline_at",
-                     "started_at", "finished_at"):
-            item = getattr(self, name)
-            if item is not None and (item != "" or name == "value"):  # "" is a value to replay
-                data[name] = item
+        if self.value is not None:
+            data["value"] = self.value
+        if self.code is not None and self.code != "":
+            data["code"] = self.code
+        if self.message is not None and self.message != "":
+            data["message"] = self.message
+        if self.traceback is not None and self.traceback != "":
+            data["traceback"] = self.traceback
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
+        if self.key is not None and self.key != "":
+            data["key"] = self.key
+        if self.deadline_at is not None:
+            data["deadline_at"] = self.deadline_at
+        if self.started_at is not None:
+            data["started_at"] = self.started_at
+        if self.finished_at is not None:
+            data["finished_at"] = self.finished_at
         if self.usage:
             data["usage"] = dict(self.usage)
         if self.pending is not None:
