@@ -5,8 +5,9 @@ Each database is filled with N runs parked on a signal after six journaled tool 
 under new run ids until there are N. Then a fresh subprocess opens the database
 read-only and classifies every run against an edited program (one changed argument
 after where the runs stand: every run compatible, so each is replayed to its end):
-wall time, runs per second, the subprocess's peak RSS (memory must stay flat: runs are
-streamed a page at a time).
+wall time, the verifying process's CPU time (its share of a loaded machine), runs per
+second, the subprocess's peak RSS (memory must stay flat: runs are streamed a page at a
+time, each page of runs and their journals read in three statements).
 
 Usage:
     python bench/bench_verify.py                 # 1,000 / 10,000 / 100,000 on both
@@ -106,13 +107,13 @@ async def copy_postgres(url: str, total: int) -> None:
 async def measure(params: dict[str, Any]) -> dict[str, Any]:
     """In a fresh process: open read-only, verify every run, count verdicts."""
     counts: dict[str, int] = {}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     async with Engine(db=params["db"], tools=[step], create=False, readonly=True) as engine:
         async for verdict in engine.verdicts(EDITED, process="order"):
             counts[verdict.verdict] = counts.get(verdict.verdict, 0) + 1
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"seconds": seconds, "counts": counts, "peak_rss_mb": peak_kb / 1024}
+    return {"seconds": seconds, "cpu": cpu, "counts": counts, "peak_rss_mb": peak_kb / 1024}
 
 
 def run_measure(db: str) -> dict[str, Any]:
@@ -195,12 +196,13 @@ def main() -> None:
         rows.append((name, size, run_measure(url + ("?mode=ro" if name == "SQLite" else ""))))
     print(f"verify over parked runs (each replayed to its end; {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f})")
-    header = f"{'database':<11} {'runs':>8} {'seconds':>8} {'runs/s':>8} {'peak RSS':>9}  verdicts"
+    header = (f"{'database':<11} {'runs':>8} {'seconds':>8} {'CPU s':>7} {'runs/s':>8} "
+              f"{'peak RSS':>9}  verdicts")
     print(header)
     print("-" * len(header))
     for name, size, result in rows:
         verdicts = ", ".join(f"{k} {v:,}" for k, v in sorted(result["counts"].items()))
-        print(f"{name:<11} {size:>8,} {result['seconds']:>8.1f} "
+        print(f"{name:<11} {size:>8,} {result['seconds']:>8.1f} {result['cpu']:>7.1f} "
               f"{size / result['seconds']:>8,.0f} {result['peak_rss_mb']:>6.0f} MB  {verdicts}")
 
 

@@ -94,8 +94,12 @@ def launch_browser(playwright: Any) -> Any:
         return playwright.chromium.launch(executable_path=system, headless=True,
                                           args=["--no-sandbox"])
     except Exception as exc:  # no usable browser here
-        reason = ("no headless Chromium: install Debian's `chromium` (apt-get install chromium) "
-                  "or run `playwright install chromium`")
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        if system is not None:  # installed, but it did not start: say so, not "install it"
+            reason = f"headless Chromium at {system} did not start ({why})"
+        else:
+            reason = ("no headless Chromium: install Debian's `chromium` (apt-get install "
+                      f"chromium) or run `playwright install chromium` ({why})")
         if not os.environ.get("LASHFLOW_REQUIRE_BROWSER"):
             pytest.skip(reason)  # only where CI's LASHFLOW_REQUIRE_BROWSER is unset
-        pytest.fail(f"{reason} ({type(exc).__name__}: {exc})")
+        pytest.fail(reason)

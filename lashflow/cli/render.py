@@ -280,35 +280,37 @@ def journal_widths(rows: list[tuple[str, ...]], width: int) -> JournalWidths:
 
 
 def render_runs(display: Display, runs: list[Any]) -> None:
-    """``lashflow list``: one row per run summary. The info column (error, waits, note)
-    gives way first on a narrow terminal, never the run id or status; piped output keeps
-    a header line and one run per line, for grep."""
+    """``lashflow list``: one row per run summary. The run id, status and creation time
+    are never cut; where the terminal leaves the info column (error, waits, note) too
+    little room, each run's time and info go on a line of their own below its row.
+    Piped output keeps a header line and one run per line, for grep."""
     if display.rich:
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(show_edge=False, header_style="bold", pad_edge=False)
-        # the run id and status never shrink; the others get what is left, info first
-        # to give way, then created, then process (a column costs 3 for its padding)
-        left = display.console.width - 3 * 4
+        width = display.console.width
         run_w = max(len(r.run_id) for r in runs)
         status_w = max(len(status_text(r)) for r in runs)
-        left -= run_w + status_w
-        process_w = max(0, min(left, 24, max(len(process_text(r)) for r in runs)))
-        left -= process_w
-        created_w = max(0, min(left, 25))
-        info_w = max(0, left - created_w)
+        process_w = min(24, max(len(process_text(r)) for r in runs))
+        created_w = max(len(display.when(r.created_at)) for r in runs)
+        # a column costs 3 for its padding; below MIN_INFO columns of info, two lines
+        info_w = width - 3 * 4 - run_w - status_w - process_w - created_w
+        if info_w < MIN_INFO:
+            _runs_on_two_lines(display, runs, run_w, status_w)
+            return
+        table = Table(show_edge=False, header_style="bold", pad_edge=False)
         table.add_column("run", no_wrap=True, min_width=run_w)
         table.add_column("status", no_wrap=True, min_width=status_w)
         table.add_column("process", no_wrap=True, overflow="ellipsis", max_width=process_w)
-        table.add_column("created", no_wrap=True, overflow="ellipsis", max_width=created_w)
+        table.add_column("created", no_wrap=True, min_width=created_w)
         table.add_column("info", no_wrap=True, overflow="ellipsis", max_width=info_w)
         for run in runs:
             status = run.status.value
-            table.add_row(printable(run.run_id),
+            # Text, not markup: an info like ``error[code]`` is not a style tag
+            table.add_row(Text(printable(run.run_id)),
                           Text(status_text(run), style=STATUS_STYLE.get(status, "")),
-                          printable(process_text(run)), display.when(run.created_at),
-                          printable(run_info(run, display.when)))
+                          Text(printable(process_text(run))), display.when(run.created_at),
+                          Text(printable(run_info(run, display.when))))
         display.console.print(table)
         display.console.print(Text(f"{len(runs)} run(s)", style="dim"))
         return
@@ -317,6 +319,31 @@ def render_runs(display: Display, runs: list[Any]) -> None:
     for run in runs:
         stdout(f"{run.run_id:<{width}}  {status_text(run):<15} {process_text(run):<16} "
                f"{display.when(run.created_at):<25} {run_info(run, display.when)}")
+
+
+MIN_INFO = 24  # columns of info worth a column of its own (else it goes below the row)
+
+
+def _runs_on_two_lines(display: Display, runs: list[Any], run_w: int, status_w: int) -> None:
+    """``list`` on a narrow terminal: run, status and process on the first line, the
+    creation time (whole) and the info (cut at the edge) indented on the second."""
+    from rich.text import Text
+
+    console = display.console
+
+    def out(text: Any) -> None:
+        console.print(text, no_wrap=True, overflow="ellipsis", crop=True)
+
+    out(Text(f"{'run':<{run_w}}  {'status':<{status_w}}  process", style="bold"))
+    for run in runs:
+        status = run.status.value
+        out(Text.assemble(f"{printable(run.run_id):<{run_w}}  ",
+                          (f"{status_text(run):<{status_w}}", STATUS_STYLE.get(status, "")),
+                          "  " + printable(process_text(run))))
+        info = printable(run_info(run, display.when))
+        out(Text("  " + display.when(run.created_at) + ("  " + info if info else ""),
+                 style="dim"))
+    out(Text(f"{len(runs)} run(s)", style="dim"))
 
 
 def process_text(run: Any, main: str = "(main)") -> str:

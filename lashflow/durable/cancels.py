@@ -28,9 +28,12 @@ class CancelWatcher:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._watch())
 
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+    async def stop(self) -> None:
+        """Stop watching, and wait for it: a look under way holds a connection."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _watch(self) -> None:
         while self.active:

@@ -46,3 +46,6 @@ def _diff(old: Any, new: Any, path: str, out: list[str], limit: int) -> None:
             isinstance(old, (int, float)) and isinstance(new, (int, float))
             and not isinstance(old, bool) and not isinstance(new, bool)):
         out.append(path)
+
+
+__all__ = ["canonical_json", "diff_paths", "digest", "digest_text"]

@@ -185,15 +185,25 @@ class Driver:
     async def close(self, grace: float = DRAIN_GRACE) -> None:
         """Stop every drive at its next effect boundary (it goes back to the queue, or
         stays parked), waiting up to ``grace`` seconds; cancel what is still running then
-        (its lease dies with this process, and ``recover`` takes it over)."""
-        tasks = [t for t in self._tasks.values() if not t.done()]
-        if tasks:
-            self.begin_drain()
-            await asyncio.wait(tasks, timeout=grace)
-            for task in tasks:
+        (its lease dies with this process, and ``recover`` takes it over). A drive that
+        starts meanwhile (a parent woken by a child that settled) is waited for too: it
+        stops as it begins. Nothing this driver started is left running, so the store
+        can close at once after it (a task left behind would hold a connection)."""
+        self.begin_drain()
+        try:
+            async with asyncio.timeout(grace):
+                while pending := self._pending():
+                    await asyncio.wait(pending)
+        except TimeoutError:
+            pass
+        while pending := self._pending():  # and what starts while those unwind
+            for task in pending:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        self._cancels.stop()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._cancels.stop()
+
+    def _pending(self) -> list[asyncio.Task[RunOutcome]]:
+        return [task for task in self._tasks.values() if not task.done()]
 
     # -- draining (a worker stopping) -------------------------------------------------------
     def begin_drain(self) -> None:

@@ -189,8 +189,10 @@ class Reads:
         if step.kind == "tool":
             if outcome.get("status") == "ok":
                 return self.tools.project(outcome.get("value"), tool=step.tool,
-                                          run_id=step.run_id, step_key=step.step_key)
-            return outcome.get("message") or outcome.get("status")
+                                          run_id=step.run_id, step_key=step.step_key,
+                                          tail=bool(step.detail.get("tail")))
+            said = outcome.get("message") or outcome.get("status")
+            return None if said is None else str(said)
         if step.kind in ("print", "yield", "wake"):
             return self.tools.project(outcome.get("text", ""))
         return self.tools.project(outcome)

@@ -347,8 +347,8 @@ class ReplayMachine:
             record = self.new_step(effect.step, "sleep", None, None, "pending", None, now,
                                    {"wake_at": wake_at, "mode": effect.mode})
             writes.append(record)
-        elif record.kind != "sleep":
-            return self.other_kind(record, "sleep")  # type: ignore[return-value]
+        elif (other := self.other_kind(record, "sleep")) is not None:
+            return other
         if record.status == "done":
             return Decision(REPLAY, effect.step, record=record)
         wake_at = record.detail["wake_at"]

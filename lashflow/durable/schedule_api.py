@@ -67,7 +67,8 @@ class Schedules:
     async def runs(self, name: str, limit: int = 50) -> list[RunSummary]:
         """The runs the schedule started, newest first (as ``engine.runs`` lists runs)."""
         await self.scheduler.info(name, runs=0, fires=0)  # an unknown name is an error
-        return await self._engine.reads.schedule_runs(name, limit)
+        runs: list[RunSummary] = await self._engine.reads.schedule_runs(name, limit)
+        return runs
 
     async def pause(self, name: str, note: str | None = None) -> ScheduleInfo:
         await self.scheduler.pause(name, note)

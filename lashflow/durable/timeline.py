@@ -58,7 +58,7 @@ def wait_what(wait: Any, when: Callable[[float | None], str]) -> str:
         return f"signal `{wait.signal}`{child}"
     if wait.kind == "child":
         return f"child run {wait.child_run_id}"
-    return wait.kind + child
+    return str(wait.kind) + child
 
 
 def step_target(step: Any) -> str:
@@ -115,7 +115,7 @@ def status_text(summary: Any) -> str:
     """A run's status as an operator needs it: a ``running`` run nobody drives says so."""
     if summary.owner_gone:
         return f"{summary.status.value} (owner gone: lashflow recover)"
-    return summary.status.value
+    return str(summary.status.value)
 
 
 def journal_rows(detail: Any) -> list[tuple[str, ...]]:

@@ -106,10 +106,12 @@ class RunAttemptJournal:
     by the host together with its step, in one commit.
     """
 
-    def __init__(self, journal: RunJournal, calls: dict[str, tuple[ToolCallEffect, str]]) -> None:
+    def __init__(self, journal: RunJournal, calls: dict[str, tuple[ToolCallEffect, str]],
+                 tails: frozenset[str] = frozenset()) -> None:
         self.journal = journal
         self.machine = journal.machine
         self.calls = calls  # step key -> (the call, its canonical arguments text)
+        self.tails = tails  # steps of tools whose budget keeps the tail (``output_tail``)
         self.starts: dict[tuple[str, int], float] = {}
         self.durable_starts: set[tuple[str, int]] = set()
         self.final: dict[str, AttemptRecord] = {}
@@ -134,7 +136,10 @@ class RunAttemptJournal:
     def step(self, step_key: str, status: str, outcome: Any) -> StepRecord:
         """The call's step record with its new status (new, or the one replay found)."""
         call, text = self.calls[step_key]
-        return self.machine.tool_step(call, status, outcome, self.journal.clock.now(), text)
+        record = self.machine.tool_step(call, status, outcome, self.journal.clock.now(), text)
+        if step_key in self.tails:  # said on the row: a reader without the tool shows the tail
+            record.detail["tail"] = True
+        return record
 
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
@@ -297,13 +302,13 @@ class ToolRunner:
         return args
 
     def project(self, value: Any, *, tool: str | None = None, run_id: str | None = None,
-                step_key: str | None = None) -> str:
-        """``value`` through the output budget, as the run history shows it: a tool
-        registered with ``output_tail`` keeps its tail here too, and the hint names the
-        real ``lashflow output`` command when the step is known."""
+                step_key: str | None = None, tail: bool = False) -> str:
+        """``value`` through the output budget, as the run history shows it: a step
+        recorded with the tail flag (``tail``), or of a tool registered here with
+        ``output_tail``, keeps its tail, and the hint names the real ``lashflow output``
+        command when the step is known."""
         assert self.dispatcher is not None
-        tail = False
-        if tool is not None and "." in tool:
+        if not tail and tool is not None and "." in tool:
             module, _, name = tool.rpartition(".")
             if (module, name) in self.registry:
                 tail = self.registry.get(module, name).definition.output_tail
@@ -330,14 +335,17 @@ class ToolRunner:
         by_step: dict[str, tuple[ToolCallEffect, str]] = {}
         planned: list[DispatchCall] = []
         interrupted: list[AttemptRecord] = []
+        tails: set[str] = set()
         for call, decision in calls:
             by_step[call.step] = (call, canonical_json(call.input))
             interrupted += decision.attempts
+            if self.registry.get(call.module, call.operation).definition.output_tail:
+                tails.add(call.step)
             planned.append(DispatchCall(call.module, call.operation, call.input, call.step,
                                         decision.attempt))
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)
-        attempts_journal = RunAttemptJournal(journal, by_step)
+        attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails))
         if self.events:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [f"{c.module}.{c.name}" for c in planned]})

@@ -5,14 +5,16 @@ where a recorded step came from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
+import contextlib
+from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Iterable
 
-from ..errors import LashflowError
+from ..errors import JournalCorrupt, LashflowError
 from ..interp.limits import Limits
 from ..lang.changes import site_of
 from ..states import SETTLED, RUN_STATUSES
-from ..store import RunQuery, RunRecord, Store
+from ..store import JournalEntry, RunQuery, RunRecord, Store
 from ..tools.clock import Clock
 from .programs import Compiled
 from .reads import Reads, check_run_filters
@@ -54,28 +56,47 @@ class Verifier:
         self.clock = clock
         self._places: dict[str, dict[str, tuple[int, int]]] = {}
 
-    async def _runs(self, compiled: Compiled, process: str | None, run_ids: Iterable[str],
-                    statuses: tuple[str, ...]) -> AsyncIterator[RunRecord]:
+    async def _entries(self, compiled: Compiled, process: str | None, run_ids: Iterable[str],
+                       statuses: tuple[str, ...]) -> AsyncIterator[JournalEntry]:
+        """Each run with its journal: the runs named one at a time, else a page of runs
+        and their journals in a few statements, the next page read while this one is
+        replayed."""
         ids = list(run_ids)
         if ids:
             for run_id in ids:
-                yield await self.reads.require(run_id)
+                yield await self.entry(await self.reads.require(run_id))
             return
-        entries = ({process} if process is not None
-                   else {decl.name for decl in compiled.module.processes})
-        cursor: str | None = None
-        while True:
-            page = await self.store.query_runs(RunQuery(statuses=statuses, process=process,
-                                                        limit=PAGE, cursor=cursor))
-            for summary in page.runs:
-                if summary.process in entries or (summary.process is None
-                                                  and compiled.module.main):
-                    run = await self.store.get_run(summary.run_id)
-                    if run is not None:
-                        yield run
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        names: set[str | None] = ({process} if process is not None
+                                  else {decl.name for decl in compiled.module.processes})
+        if process is None and compiled.module.main:
+            names.add(None)
+        query = RunQuery(statuses=statuses, limit=PAGE)
+        ahead = asyncio.ensure_future(self.store.journal_page(query, processes=names))
+        try:
+            while True:
+                page = await ahead
+                if page.next_cursor is not None:
+                    query = replace(query, cursor=page.next_cursor)
+                    ahead = asyncio.ensure_future(self.store.journal_page(query,
+                                                                          processes=names))
+                for entry in page.entries:
+                    yield entry
+                if page.next_cursor is None:
+                    return
+        finally:
+            if not ahead.done():  # the caller stopped early: the page read ahead has no reader
+                ahead.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ahead
+
+    async def entry(self, run: RunRecord) -> JournalEntry:
+        """One run with its journal, read now."""
+        entry = JournalEntry(run)
+        try:
+            entry.steps, entry.attempts = await self.store.load_journal(run.run_id)
+        except JournalCorrupt as exc:
+            entry.journal_error = exc
+        return entry
 
     async def _places_of(self, source_hash: str) -> dict[str, tuple[int, int]]:
         """Site id -> (line, column) in a run's own source (parsed once per hash)."""
@@ -108,16 +129,19 @@ class Verifier:
             found = catalog.operation(module, operation)
             return None if found is None else found.output_schema
 
-        async for run in self._runs(compiled, process, run_ids, chosen):
-            yield await self.verdict(run, compiled, schema)
+        async for entry in self._entries(compiled, process, run_ids, chosen):
+            yield await self.verdict(entry, compiled, schema)
 
-    async def verdict(self, run: RunRecord, compiled: Compiled, schema: Schemas) -> Verdict:
-        """One run (its journal read now) under ``compiled``, recorded outputs checked
+    async def verdict(self, entry: JournalEntry, compiled: Compiled, schema: Schemas) -> Verdict:
+        """One run (with its journal as read) under ``compiled``, recorded outputs checked
         against ``schema``."""
-        steps, attempts = await self.store.load_journal(run.run_id)
+        run = entry.run
+        if entry.journal_error is not None:
+            return Verdict(run.run_id, run.process, run.status, UNKNOWN,
+                           f"its journal cannot be trusted: {entry.journal_error.message}")
         places = await self._places_of(run.source_hash)
         return verify_run(
-            run, steps, attempts, compiled, schemas=schema,
+            run, entry.steps, entry.attempts, compiled, schemas=schema,
             locate=lambda key: places.get(site_of(key)), limits=self.limits,
             now=self.clock.now(),
             bind=lambda args: self.tools.bind_resources(compiled.module, run.process or "",

@@ -22,7 +22,7 @@ hand, so a batch of runs is verified without an event loop turn per effect.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from ..errors import LashflowError, LimitExceeded, position_of
 from ..interp import effects as fx
@@ -62,9 +62,14 @@ class Verdict:
     paths: list[str] = field(default_factory=list)  # JSON paths that differ
     recorded: dict[str, Any] | None = None  # what the journal holds at ``step``
     recorded_at: str | None = None  # "line:col" of ``step`` in the run's own source
+    # How the program ended when it ran to its end on recorded answers alone (a settled
+    # run replayed against its own code): ("finished" | "failed", the value as JSON).
+    # Not part of the printed verdict: a check that replay gives the stored result reads it.
+    ended: tuple[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and v != []}
+        return {k: v for k, v in asdict(self).items()
+                if v is not None and v != [] and k != "ended"}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Verdict":
@@ -147,12 +152,17 @@ class VerifyHost:
                 record=left)
         return self._verdict(COMPATIBLE, f"the edited program {what}", step=step, span=span)
 
-    def ended(self, effect: Any) -> _Decided:
-        return self.stand("", effect.span, "ends after the recorded steps")
+    def ended(self, effect: fx.Finish | fx.Fail) -> _Decided:
+        decided = self.stand("", effect.span, "ends after the recorded steps")
+        if decided.verdict.verdict == COMPATIBLE:
+            decided.verdict.ended = ("finished" if type(effect) is fx.Finish else "failed",
+                                     to_json(effect.value))
+        return decided
 
     # -- the seam --------------------------------------------------------------------------
     def perform(self, effect: fx.Effect) -> Any:
         kind = type(effect)
+        # mypy does not narrow a union on a stored type(): each ignore below is that
         if kind is fx.ToolCall:
             return self._tools([effect])[0]  # type: ignore[list-item]
         if kind is fx.ToolBatch:
@@ -289,7 +299,7 @@ def verify_run(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRe
         while True:
             kind = type(effect)
             if kind is fx.Finish or kind is fx.Fail:
-                raise host.ended(effect)
+                raise host.ended(cast("fx.Finish | fx.Fail", effect))
             try:
                 answer = host.perform(effect)
             except LashRuntimeError as exc:

@@ -183,7 +183,8 @@ class Versions:
                                             or {}).get("output")
             return found
 
-        return await self.verifier.verdict(run, await self.compiled(target), schema)
+        return await self.verifier.verdict(await self.verifier.entry(run),
+                                           await self.compiled(target), schema)
 
 
 def _record_move(current: int | None, source_hash: str, target: Deployment, now: float) -> Any:

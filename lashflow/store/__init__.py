@@ -7,16 +7,16 @@ from urllib.parse import parse_qs, urlparse
 
 from ..errors import DbError, Fenced
 from .base import (
-    AttemptRecord, Claimed, Commit, RunChange, RunDetail, RunPage, RunQuery, RunRecord,
-    RunSummary, ScheduleRow, StepRecord, Store, StoreStats,
+    AttemptRecord, Claimed, Commit, JournalEntry, JournalPage, RunChange, RunDetail, RunPage,
+    RunQuery, RunRecord, RunSummary, ScheduleRow, StepRecord, Store, StoreStats,
 )
 from .leases import may_claim
 
 DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
-    "AttemptRecord", "Claimed", "Commit", "Fenced", "RunChange", "RunDetail", "RunPage", "RunQuery",
-    "RunRecord", "RunSummary", "ScheduleRow", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
+    "AttemptRecord", "Claimed", "Commit", "Fenced", "JournalEntry", "JournalPage", "RunChange",
+    "RunDetail", "RunPage", "RunQuery", "RunRecord", "RunSummary", "ScheduleRow", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
     "resolve_db_url",
 ]
 

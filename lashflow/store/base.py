@@ -189,6 +189,23 @@ class RunPage:
 
 
 @dataclass(slots=True)
+class JournalEntry:
+    """One run of a ``JournalPage`` with its journal; a journal that cannot be trusted
+    leaves ``steps``/``attempts`` empty and says why in ``journal_error``."""
+
+    run: RunRecord
+    steps: list[StepRecord] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    journal_error: JournalCorrupt | None = None
+
+
+@dataclass(slots=True)
+class JournalPage:
+    entries: list[JournalEntry]
+    next_cursor: str | None = None  # None: this was the last page
+
+
+@dataclass(slots=True)
 class RunDetail:
     """One run with everything an operator looks at, read in one go.
 
@@ -519,6 +536,16 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         """The run's whole journal in order: read once per resume."""
+
+    @abc.abstractmethod
+    async def journal_page(self, query: RunQuery, *,
+                           processes: Collection[str | None] | None = None) -> JournalPage:
+        """``query_runs``'s page with each run's whole record and journal, read in a few
+        statements for the whole page (one snapshot): what a pass over many runs reads
+        instead of a round trip per run. ``processes``: keep only runs of these (None:
+        a main block's), chosen after the page is read, so that the page's scan is the
+        status index's alone (a process filter in SQL made SQLite scan every run of the
+        process once per status); a page may then hold fewer runs than ``limit``."""
 
     @abc.abstractmethod
     async def commit(self, change: Commit) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeV
 from ..errors import DbError
 from . import programs
 from .base import (
-    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, JournalPage, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
 from .events import RunEvent, event_from_row
@@ -276,6 +276,11 @@ class CoreStore(QueueStore, ScheduleStore, Store):
     # -- journal -----------------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:
         return await self._read(programs.journal, run_id, self._crc_required)
+
+    async def journal_page(self, query: RunQuery, *,
+                           processes: Collection[str | None] | None = None) -> JournalPage:
+        return await self._read(programs.journal_page, query, processes, self._crc_required,
+                                scan=True, snapshot=True)
 
     async def commit(self, change: Commit) -> None:
         await self._group.submit(change, alone=self.lone_writer)

@@ -439,6 +439,23 @@ class _Statements(QueueStatements, ScheduleStatements):
             "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at "
             "FROM lashflow_attempts WHERE run_id = $1 ORDER BY id", run_id)
 
+    async def run_page_records(self, conn: asyncpg.Connection, query: RunQuery) -> list[Any]:
+        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field,
+                               RUN_COLUMNS)
+        return await conn.fetch(sql, *params)
+
+    async def journal_steps_of(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[Any]:
+        return await conn.fetch(
+            f"SELECT {STEP_READ_COLUMNS}, s.run_id FROM lashflow_steps s LEFT JOIN "
+            "lashflow_blobs b ON b.hash = s.blob WHERE s.run_id = ANY($1::text[]) "
+            "ORDER BY s.run_id, s.seq", run_ids)
+
+    async def journal_attempts_of(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[Any]:
+        return await conn.fetch(
+            "SELECT step_key, attempt, status, code, message, detail, started_at, finished_at, "
+            "run_id FROM lashflow_attempts WHERE run_id = ANY($1::text[]) ORDER BY run_id, id",
+            run_ids)
+
     async def children(self, conn: asyncpg.Connection, run_id: str) -> list[Any]:
         return await conn.fetch(f"SELECT {SUMMARY_COLUMNS} FROM lashflow_runs WHERE "
                                 "parent_run_id = $1 ORDER BY created_at, run_id", run_id)

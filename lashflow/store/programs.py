@@ -15,17 +15,17 @@ re-opening a stopped run. They do no I/O and read no clock: times come from the 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generator, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Collection, Generator, Iterable, Mapping, Sequence, TypeVar
 
 from ..errors import DbError, Fenced, JournalCorrupt
 from ..states import PAUSABLE, SETTLED
 from .base import (
-    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, RunDetail, RunRecord,
-    StepRecord, StoreStats,
+    CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, JournalEntry, JournalPage,
+    RunDetail, RunQuery, RunRecord, StepRecord, StoreStats,
 )
 from .leases import holds_session, may_claim, owner_is_dead
-from .queries import stats_of, summary_from_row
-from .rows import dumps, journal_from_rows, loads, run_from_row
+from .queries import next_cursor, stats_of, summary_from_row
+from .rows import RUN_COLUMNS, dumps, journal_from_rows, loads, run_from_row
 
 T = TypeVar("T")
 Ask = tuple[str, tuple[Any, ...]]  # (statement name, its arguments)
@@ -129,6 +129,34 @@ def journal(run_id: str, require_crc: bool) -> Program[tuple[list[StepRecord], l
     steps = yield "journal_steps", (run_id,)
     attempts = yield "journal_attempts", (run_id,)
     return journal_from_rows(run_id, steps, attempts, require_crc=require_crc)
+
+
+def journal_page(query: RunQuery, processes: Collection[str | None] | None,
+                 require_crc: bool) -> Program[JournalPage]:
+    """A page of runs (``query_runs``'s order and filters) with their journals: three
+    statements for the whole page, however many runs it holds. ``processes``: keep only
+    the page's runs of these processes (see ``Store.journal_page``)."""
+    rows = yield "run_page_records", (query,)
+    page = [row for row in rows[: query.limit] if processes is None or row[2] in processes]
+    ids = [row[0] for row in page]
+    step_rows: dict[str, list[Any]] = {run_id: [] for run_id in ids}
+    attempt_rows: dict[str, list[Any]] = {run_id: [] for run_id in ids}
+    if ids:  # rows carry their run id last, in (run, seq) and (run, write) order
+        for row in (yield "journal_steps_of", (ids,)):
+            step_rows[row[-1]].append(row)
+        for row in (yield "journal_attempts_of", (ids,)):
+            attempt_rows[row[-1]].append(row)
+    entries = []
+    for row in page:
+        entry = JournalEntry(run_from_row(row))
+        try:
+            entry.steps, entry.attempts = journal_from_rows(
+                row[0], step_rows[row[0]], attempt_rows[row[0]], require_crc=require_crc)
+        except JournalCorrupt as exc:  # the run's own row still reads
+            entry.journal_error = exc
+        entries.append(entry)
+    return JournalPage(entries, next_cursor(rows, query, RUN_COLUMNS.split(", ").index(
+        "created_at")))
 
 
 def run_detail(run_id: str, require_crc: bool) -> Program[RunDetail | None]:
@@ -403,7 +431,8 @@ STATEMENTS = frozenset({
     "ensure_secret", "unchecked_mark", "secret", "setting", "put_setting", "put_source",
     "get_source",
     "insert_run", "run_row", "run_rows", "runs_by_status", "parked_waits", "run_page",
-    "journal_steps", "journal_attempts", "children", "signals_of", "stale_runs",
+    "journal_steps", "journal_attempts", "run_page_records", "journal_steps_of",
+    "journal_attempts_of", "children", "signals_of", "stale_runs",
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
     "unsettled_leases", "claim_free", "lease_of", "session_gone", "claim_swap", "renew", "request_cancel",
     "due_runs", "wake", "meta_for_update", "stop_requested", "runs_for_update",

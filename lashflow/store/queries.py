@@ -45,9 +45,10 @@ JsonField = Callable[[str, str, bool], str]
 
 
 def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str],
-             json_field: JsonField) -> tuple[str, list[Any]]:
+             json_field: JsonField, columns: str = SUMMARY_COLUMNS) -> tuple[str, list[Any]]:
     """One SELECT for one page (``limit + 1`` rows: the extra one says a next page
-    exists). ``placeholder(n)`` spells the n-th parameter (``?`` or ``$n``)."""
+    exists). ``placeholder(n)`` spells the n-th parameter (``?`` or ``$n``); ``columns``
+    must include ``created_at`` and ``run_id`` (the page's order)."""
     params: list[Any] = []
 
     def param(value: Any) -> str:
@@ -61,7 +62,7 @@ def page_sql(query: RunQuery, table: str, placeholder: Callable[[int], str],
             created_at, run_id = decode_cursor(query.cursor)
             where.append(f"(created_at, run_id) < ({param(created_at)}, {param(run_id)})")
         clause = f" WHERE {' AND '.join(where)}" if where else ""
-        return (f"SELECT {SUMMARY_COLUMNS} FROM {table}{clause} "
+        return (f"SELECT {columns} FROM {table}{clause} "
                 f"ORDER BY created_at DESC, run_id DESC LIMIT {int(query.limit) + 1}")
 
     statuses = sorted(set(query.statuses))
@@ -135,14 +136,21 @@ def summary_from_row(row: Any) -> RunSummary:
 
 def page_of(rows: list[Any], query: RunQuery) -> RunPage:
     """The page's summaries and the cursor of the next page (None on the last)."""
-    summaries = [summary_from_row(row) for row in rows[: query.limit]]
-    more = len(rows) > query.limit and summaries
-    last = summaries[-1] if more else None
-    return RunPage(summaries, encode_cursor(last.created_at, last.run_id) if last else None)
+    return RunPage([summary_from_row(row) for row in rows[: query.limit]],
+                   next_cursor(rows, query, SUMMARY_COLUMNS.split(", ").index("created_at")))
 
 
-__all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "count_sql", "decode_cursor", "filters", "encode_cursor", "page_of", "page_sql",
-           "summary_from_row"]
+def next_cursor(rows: list[Any], query: RunQuery, created_at: int) -> str | None:
+    """The cursor after a page read ``limit + 1`` at a time (None on the last page);
+    ``created_at``: that column's index in a row (``run_id`` is the first)."""
+    if len(rows) <= query.limit or not query.limit:
+        return None
+    last = rows[query.limit - 1]
+    return encode_cursor(last[created_at], last[0])
+
+
+__all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "count_sql", "decode_cursor", "encode_cursor",
+           "filters", "next_cursor", "page_of", "page_sql", "summary_from_row"]
 
 
 # What ``/metrics`` reads for every process sharing the database.

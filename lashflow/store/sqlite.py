@@ -348,6 +348,30 @@ class _Statements(QueueStatements, ScheduleStatements):
             "SELECT step_key, attempt, status, code, message, detail, started_at, "
             "finished_at FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,)).fetchall()
 
+    def run_page_records(self, conn: sqlite3.Connection, query: RunQuery) -> list[Any]:
+        sql, params = page_sql(query, "runs", lambda n: "?", _json_field, RUN_COLUMNS)
+        return conn.execute(sql, params).fetchall()
+
+    def journal_steps_of(self, conn: sqlite3.Connection, run_ids: list[str]) -> list[Any]:
+        rows: list[Any] = []
+        for start in range(0, len(run_ids), 500):  # SQLite bounds the parameters of a statement
+            chunk = run_ids[start:start + 500]
+            rows += conn.execute(
+                f"SELECT {STEP_READ_COLUMNS}, s.run_id FROM steps s LEFT JOIN blobs b "
+                f"ON b.hash = s.blob WHERE s.run_id IN ({_marks(chunk)}) ORDER BY s.run_id, "
+                "s.seq", chunk).fetchall()
+        return rows
+
+    def journal_attempts_of(self, conn: sqlite3.Connection, run_ids: list[str]) -> list[Any]:
+        rows: list[Any] = []
+        for start in range(0, len(run_ids), 500):
+            chunk = run_ids[start:start + 500]
+            rows += conn.execute(
+                "SELECT step_key, attempt, status, code, message, detail, started_at, "
+                f"finished_at, run_id FROM attempts WHERE run_id IN ({_marks(chunk)}) "
+                "ORDER BY run_id, rowid", chunk).fetchall()
+        return rows
+
     def children(self, conn: sqlite3.Connection, run_id: str) -> list[Any]:
         return conn.execute(f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE parent_run_id = ? "
                             "ORDER BY created_at, run_id", (run_id,)).fetchall()

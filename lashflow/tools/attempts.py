@@ -278,7 +278,8 @@ def _plain_scalar(value: Any) -> bool:
     ASCII string, an integer a float can hold."""
     kind = type(value)
     if kind is int:
-        return -FLOAT_MAX <= value <= FLOAT_MAX
+        number: int = value  # typed for the comparison (no conversion: this is per input)
+        return -FLOAT_MAX <= number <= FLOAT_MAX
     return value is None or kind is bool or (kind is str and value.isascii())
 
 

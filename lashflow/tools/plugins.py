@@ -118,7 +118,8 @@ class PluginStack:
         self.validate()
         for factory in self._factories:
             if TOOL_RESULT_PROJECTOR in getattr(factory, "slots", ()):
-                return factory.build()
+                projector: ToolResultProjector = factory.build()
+                return projector
         return _PassThroughProjector()
 
     def __repr__(self) -> str:

@@ -271,3 +271,26 @@ def test_pause_and_unpause_from_the_cli(lfx: Any, tmp_path: Path) -> None:
     again = lfx("unpause", "s")
     assert again.code == 2 and "error[run_not_paused]" in again.err
     assert lfx("resume", "s", "--json").json["status"] == "waiting"
+
+
+def test_serve_hands_its_connection_limits_to_the_server(tmp_path: Path,
+                                                         monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    import lashflow.http.server as server
+    from lashflow.cli import app
+
+    handed: dict[str, Any] = {}
+
+    async def serving(**options: Any) -> None:  # the server itself is tested in tests/http
+        handed.update(options)
+
+    monkeypatch.setattr(server, "serve", serving)
+    done = CliRunner().invoke(app, ["serve", "--head-timeout", "2.5", "--max-connections",
+                                    "7", "--port", "0", "--db", str(tmp_path / "s.db")],
+                              env={"LASHFLOW_API_TOKEN": "a-long-enough-token-for-the-test"})
+    assert done.exit_code == 0, done.output
+    config = handed["config"]
+    assert (config.head_timeout, config.max_connections) == (2.5, 7)
+    defaults = type(config)(config.token)
+    assert (defaults.head_timeout, defaults.max_connections) != (2.5, 7)

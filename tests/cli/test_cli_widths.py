@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +181,66 @@ def test_watch_on_a_terminal_fits_and_ends_with_the_result(tmp_path: Path, width
                            env=cli_env, capture_output=True, text=True, timeout=120)
     kinds = [__import__("json").loads(line)["kind"] for line in piped.stdout.splitlines()]
     assert kinds == ["run", "step", "yield", "step", "run"] and piped.returncode == 0
+
+
+WAITS = '''
+process approve(n: int) {
+  go = wait_signal("go_ahead_with_the_refund")
+  finish go
+}
+
+process broken(n: int) {
+  fail "the upstream payment service answered 503 and then timed out twice in a row"
+}
+
+process quick(n: int) {
+  finish n
+}
+'''
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[+-]\d\d:\d\d|Z)")
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], list[str]]:
+    """A database with a waiting, a failed and a finished run (made once: every width
+    reads the same runs)."""
+    folder = tmp_path_factory.mktemp("three_runs")
+    env = dict(os.environ, LASHFLOW_DB=f"sqlite:///{folder / 'cli.db'}")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + \
+        env.get("PYTHONPATH", "")
+    flow = folder / "flows.lash"
+    flow.write_text(WAITS)
+    ids = []
+    for process in ("approve", "broken", "quick"):
+        ran = subprocess.run([sys.executable, "-m", "lashflow", "submit", str(flow), "-p",
+                              process, "--input", '{"n": 1}', "--json"],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        ids.append(json.loads(ran.stdout)["run_id"])
+    drove = subprocess.run([sys.executable, "-m", "lashflow", "recover"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert drove.returncode == 0, drove.stderr
+    return env, ids
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 200])
+def test_list_and_waiting_on_a_terminal(width: int,
+                                        three_runs: tuple[dict[str, str], list[str]]) -> None:
+    """At 80 columns `list` dropped the info column and cut the time. Now the run id,
+    status and time are whole at every width, and the info is there too: beside them
+    when it has room, else on the line below."""
+    env, ids = three_runs
+    lines = _on_a_terminal(["list"], width, env)
+    assert [line for line in lines if len(line) > width] == []
+    for run_id, status in zip(ids, ("waiting", "failed", "finished")):
+        [row] = [line for line in lines if run_id in line]
+        assert status in row
+    assert len([line for line in lines if ISO_TIME.search(line)]) == 3  # whole times
+    assert any("error[" in line for line in lines)  # the failed run's info
+    assert any("go_ahead" in line for line in lines)  # what the waiting run waits on
+
+    waiting = _on_a_terminal(["waiting"], width, env)
+    assert any(ids[0] in line for line in waiting)  # the run id is never folded
+    commands = [line for line in waiting if "lashflow signal" in line]
+    assert len(commands) == 1 and ids[0] in commands[0]
+    assert [line for line in waiting if len(line) > width and "lashflow " not in line] == []

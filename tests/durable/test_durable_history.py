@@ -48,6 +48,21 @@ async def test_history_keeps_the_tail_of_a_tail_tool(backend_url: str) -> None:
     assert f"lashflow output {outcome.run_id} {step.step_key}" in step.projected
 
 
+async def test_the_tail_is_kept_by_a_reader_without_the_tool(backend_url: str) -> None:
+    # the step row says its output keeps its tail: `show` in another process, which has
+    # no tools loaded, shows the end too
+    async with Engine(db=backend_url, tools=[log_tail]) as engine:
+        outcome = await engine.run("x = await tools.log_tail({})?\nfinish 1")
+    async with Engine(db=backend_url) as reader:
+        [step] = await reader.steps(outcome.run_id)
+    assert step.projected is not None and "THE END" in step.projected
+    assert "line 0\n" not in step.projected
+    shown = await asyncio.to_thread(CliRunner().invoke, app,
+                                    ["show", outcome.run_id, "--db", backend_url])
+    assert shown.exit_code == 0, shown.output
+    assert "THE END" in shown.output and f"lashflow output {outcome.run_id}" in shown.output
+
+
 async def test_a_re_run_of_the_same_id_gives_back_its_prints(backend_url: str) -> None:
     source = 'print("hello")\nprint("world")\nfinish 1'
     async with Engine(db=backend_url) as engine:

@@ -1,11 +1,10 @@
 """Shared helpers of the hardening tests: stub tools, CLI runs, and the replay checker.
 
-``replay_problems`` re-runs a finished run's program against its own journal, without
-running any tool: every effect the program asks for must be recorded, done, with the
-same kind, tool and argument hash, in the order the effects were made (batch members
-may be recorded in any order among themselves), no recorded step may be left over,
-and the program must finish with the result stored on the run. It is the check that
-"every finished run's steps match the program's effect order".
+``replay_problems`` re-runs a finished run's program against its own journal through the
+engine's replay machine, running no tool: every effect the program asks for must be
+recorded and done, with the same kind, tool and arguments, no recorded step may be left
+over, and the program must finish with the result stored on the run. It is the check
+that "every finished run's steps match the program's effects".
 """
 
 from __future__ import annotations
@@ -14,20 +13,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from lashflow import RetryPolicy, ToolCall, ToolResult, tool
-from lashflow.lang import Catalog, ast as A, link, parse
-from lashflow.interp import effects as fx
-from lashflow.durable.canonical import digest
-from lashflow.interp.compiler import compile_module
+from lashflow.durable.programs import Programs
+from lashflow.durable.verify import COMPATIBLE, verify_run
+from lashflow.lang import Catalog, ast as A, parse
 from lashflow.interp.limits import Limits
-from lashflow.interp.values import to_json
-from lashflow.interp.vm import execute
 from lashflow.store import Store
 from lashflow.store.check import Problem
-from lashflow.tools.outcome import ToolOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,109 +160,24 @@ def _operations(module: A.Module) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in found.items()}
 
 
-class _JournalHost:
-    """Answers every effect from the journal; records what does not match."""
-
-    def __init__(self, run_id: str, steps: list[Any]) -> None:
-        self.run_id = run_id
-        self.steps = {s.step_key: s for s in steps}
-        self.used: set[str] = set()
-        self.last_seq = 0
-        self.problems: list[Problem] = []
-
-    def _take(self, key: str, kind: str, tool_name: str | None, args: Any) -> Any:
-        record = self.steps.get(key)
-        if record is None:
-            self.problems.append(Problem(self.run_id, key, "missing_step",
-                                         f"the program makes {kind} {tool_name or ''} here but "
-                                         "the journal has no such step"))
-            raise _Stop()
-        self.used.add(key)
-        if record.status != "done":
-            self.problems.append(Problem(self.run_id, key, "unsettled_step",
-                                         f"step is {record.status} in a finished run"))
-        if record.kind != kind or record.tool != tool_name:
-            self.problems.append(Problem(self.run_id, key, "wrong_effect",
-                                         f"journal has {record.kind} {record.tool}, the program "
-                                         f"asks {kind} {tool_name}"))
-        if args is not None and record.args_hash != digest(args):
-            self.problems.append(Problem(self.run_id, key, "wrong_args",
-                                         "argument hash differs from the program's"))
-        return record
-
-    def _order(self, records: list[Any]) -> None:
-        seqs = [r.seq for r in records]
-        if min(seqs) <= self.last_seq:
-            self.problems.append(Problem(self.run_id, records[0].step_key, "order",
-                                         f"recorded at seq {min(seqs)}, before an earlier effect "
-                                         f"(seq {self.last_seq})"))
-        self.last_seq = max(seqs)
-
-    async def perform(self, effect: Any) -> Any:
-        kind = type(effect)
-        if kind is fx.Finish or kind is fx.Fail:
-            return effect.value
-        if kind is fx.ToolCall or kind is fx.ToolBatch:
-            calls = [effect] if kind is fx.ToolCall else effect.calls
-            records = [self._take(c.step, "tool", f"{c.module}.{c.operation}", to_json(c.input))
-                       for c in calls]
-            self._order(records)
-            answers = [ToolOutcome.from_json(r.outcome).to_wrapper() for r in records]
-            return answers[0] if kind is fx.ToolCall else answers
-        if kind is fx.Observe:
-            self._order([self._take(effect.step, effect.kind, None, None)])
-            return None
-        if kind is fx.SleepEffect:
-            self._order([self._take(effect.step, "sleep", None, None)])
-            return None
-        if kind is fx.StartProcess:
-            record = self._take(effect.step, "start", effect.process,
-                                {"process": effect.process, "args": to_json(effect.args)})
-            self._order([record])
-            return record.outcome
-        if kind is fx.AwaitHandle or kind is fx.AwaitHandles:
-            joins = [effect] if kind is fx.AwaitHandle else effect.awaits
-            records = [self._take(one.step, "await", None, {
-                "handle": one.handle.get("id") if isinstance(one.handle, dict) else None})
-                for one in joins]
-            self._order(records)
-            outcomes = [record.outcome for record in records]
-            return outcomes[0] if kind is fx.AwaitHandle else outcomes
-        if kind is fx.WaitSignalEffect:
-            record = self._take(effect.step, "wait_signal", effect.name, None)
-            self._order([record])
-            return record.outcome
-        names = {fx.CancelHandle: "cancel", fx.SignalRunEffect: "signal_run"}
-        self._order([self._take(effect.step, names[kind], getattr(effect, "name", None), None)])
-        return None
-
-
-class _Stop(Exception):
-    pass
-
-
 async def replay_problems(store: Store, run_id: str, catalog: Catalog | None = None) -> list[Problem]:
-    """Replay a finished run's program against its journal (see the module doc)."""
+    """Replay a finished run's program against its journal through the engine's own replay
+    machine (``verify_run``: no tool runs, nothing is written); see the module doc."""
     run = await store.get_run(run_id)
     assert run is not None and run.status == "finished", run
     source = await store.get_source(run.source_hash)
     assert source is not None
     module = parse(source)
     catalog = catalog or Catalog.permissive(_operations(module))
-    program = compile_module(link(module, catalog), catalog)
-    steps, _ = await store.load_journal(run_id)
-    host = _JournalHost(run_id, steps)
-    try:
-        result = await execute(program, host, process=run.process, args=run.input,
-                               limits=Limits())
-    except _Stop:
-        return host.problems
-    if result.status != "finished" or to_json(result.value) != run.result:
-        host.problems.append(Problem(run_id, None, "result",
-                                     f"replay gives {result.status} {to_json(result.value)!r:.80}, "
-                                     f"the run holds {run.result!r:.80}"))
-    left = sorted(set(host.steps) - host.used)
-    if left:
-        host.problems.append(Problem(run_id, left[0], "extra_steps",
-                                     f"{len(left)} recorded steps the program never asks for"))
-    return host.problems
+    compiled = Programs(lambda: catalog).compile(source)
+    steps, attempts = await store.load_journal(run_id)
+    verdict = verify_run(run, steps, attempts, compiled, schemas=lambda module, op: None,
+                         locate=lambda key: None, limits=Limits(), now=time.time())
+    if verdict.verdict != COMPATIBLE:
+        return [Problem(run_id, verdict.step, verdict.verdict, verdict.reason)]
+    if verdict.ended is None:  # it would run something the journal does not hold
+        return [Problem(run_id, verdict.step, "missing_step", verdict.reason)]
+    if verdict.ended != ("finished", run.result):
+        return [Problem(run_id, None, "result", f"replay gives {verdict.ended!r:.80}, the run "
+                        f"holds {run.result!r:.80}")]
+    return []
