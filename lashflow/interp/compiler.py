@@ -18,7 +18,7 @@ from lashflow.lang import ast
 from lashflow.interp import ops
 from lashflow.interp.exprs import ExprCompiler, Scope, children, is_pure, span_of
 from lashflow.interp.instructions import BatchCall, BatchPlan, Label, materialise
-from lashflow.interp.stmts import StmtCompiler, stmt_is_pure
+from lashflow.interp.stmts import StmtCompiler, growth_of, stmt_is_pure
 from lashflow.interp.values import Resource
 from lashflow.lang.names import resource_type_name
 
@@ -175,6 +175,13 @@ class EntryCompiler:
         self.span = span_of(s)
         t = type(s)
         if t is ast.Assign:
+            growth = growth_of(s, self.scope.fallbacks)
+            if growth is not None:
+                operand, pushing = growth
+                self.expr(operand)
+                self.span = span_of(s)
+                self.emit("grow", self.scope.slot(s.name), s.name, pushing)
+                return
             for st in s.steps:
                 if type(st) is ast.IndexStep:
                     self.expr(st.index)

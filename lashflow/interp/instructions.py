@@ -14,12 +14,13 @@ from typing import Any, Callable
 from lashflow.errors import LimitExceeded
 from lashflow.interp import effects as fx
 from lashflow.interp import ops
+from lashflow.interp.builtins import push as push_builtin
 from lashflow.interp.builtins import range_bounds
 from lashflow.interp.errors import LashRuntimeError, type_error, value_error
 from lashflow.interp.exprs import call_builtin
 from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
 from lashflow.interp.stmts import BREAK
-from lashflow.interp.values import Resource, display, to_json, truthy
+from lashflow.interp.values import UNSET, Resource, display, to_json, truthy
 
 # What the VM does with the host's answer to the pending effect.
 WRAPPER, BATCH, HANDLE, PAYLOAD, NONE, DISCARD, TERMINAL = range(7)
@@ -239,6 +240,21 @@ def i_store_path(pc: int, span: Any, slot: int, name: str, steps: list) -> Instr
         ops.assign_path(env, slot, name, keys, value)
         return nxt
     return store_path
+
+
+def i_grow(pc: int, span: Any, slot: int, name: str, pushing: bool) -> Instruction:
+    """``xs = xs + x`` / ``xs = push(xs, x)`` with ``x`` on the stack (see ``growth_of``)."""
+    nxt = pc + 1
+    fn = push_builtin if pushing else ops.add
+
+    def grow(env: list, stack: list, vm: Any) -> int:
+        x = stack.pop()
+        xs = env[slot]
+        if xs is UNSET:
+            raise ops.undefined(name)
+        env[slot] = fn(xs, x)
+        return nxt
+    return grow
 
 
 def i_binop(pc: int, span: Any, fn: Any) -> Instruction:

@@ -61,6 +61,22 @@ def stmt_is_pure(stmt: Any) -> bool:
     return False  # ValueStmt: finish/fail/yield/wake/print/cancel are effects
 
 
+def growth_of(s: ast.Assign, fallbacks: Any) -> tuple[Any, bool] | None:
+    """``(operand, pushing)`` when ``s`` is ``xs = xs + operand`` or ``xs = push(xs, operand)``
+    on a plain variable (not a module or process name), else None. Such an assignment
+    evaluates the operand before it reads ``xs``, as the original Lashlang does: an
+    unassigned ``xs`` is reported only after the operand's own errors and effects."""
+    v = s.value
+    if s.steps or s.name in fallbacks:
+        return None
+    if (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
+            and type(v.args[0]) is ast.Name and v.args[0].name == s.name):
+        return v.args[1], True
+    if type(v) is ast.Binary and v.op == "+" and type(v.left) is ast.Name and v.left.name == s.name:
+        return v.right, False
+    return None
+
+
 def may_jump(stmt: Any) -> bool:
     """Can this statement end with break/continue of an enclosing loop?"""
     t = type(stmt)
@@ -200,25 +216,20 @@ class StmtCompiler:
         """``xs = push(xs, item)`` appends to ``xs`` and ``xs = xs + ys`` extends it, in
         place when nobody else holds ``xs``: building a list item by item costs what the
         items cost, not a copy of the list each time."""
-        v = s.value
-        if s.name in self.scope.fallbacks:
+        growth = growth_of(s, self.scope.fallbacks)
+        if growth is None:
             return None
-        if (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
-                and type(v.args[0]) is ast.Name and v.args[0].name == s.name):
-            more, pushing, fallback = self.exprs.expr(v.args[1]), True, push_builtin
-        elif (type(v) is ast.Binary and v.op == "+" and type(v.left) is ast.Name
-                and v.left.name == s.name):
-            more, pushing, fallback = self.exprs.expr(v.right), False, ops.add
-        else:
-            return None
+        operand, pushing = growth
+        more = self.exprs.expr(operand)
+        fallback = push_builtin if pushing else ops.add
         name = s.name
 
         def grow(env: list) -> None:
             try:
+                x = more(env)
                 xs = env[slot]
                 if xs is UNSET:
                     raise ops.undefined(name)
-                x = more(env)
                 if type(xs) is not list or _refcount(xs) != 3:
                     env[slot] = fallback(xs, x)
                 elif pushing:
