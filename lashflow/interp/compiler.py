@@ -33,7 +33,7 @@ class Entry:
     slot_names: list[str]
     slots: dict[str, int]
     params: list[str]
-    listing: list[tuple] = field(default_factory=list)  # symbolic form, for debugging
+    listing: list[tuple[Any, ...]] = field(default_factory=list)  # symbolic form, for debugging
 
 
 @dataclass(slots=True)
@@ -132,7 +132,7 @@ class EntryCompiler:
             self.scope.slot(p)
         self.exprs = ExprCompiler(self.scope)
         self.stmts = StmtCompiler(self.exprs)
-        self.ops: list[tuple] = []
+        self.ops: list[tuple[Any, ...]] = []
         self.spans: list[tuple[int, int] | None] = []
         self.span: tuple[int, int] | None = None
 
@@ -387,7 +387,7 @@ class EntryCompiler:
                 self.emit("append_acc", depth)
                 return
             c = node.clauses[i]
-            if type(c) is ast.CompIf:
+            if isinstance(c, ast.CompIf):
                 self.branch_if_false(c.cond, cont if cont is not None else end)
                 clause(i + 1, depth, cont)
                 return
@@ -451,7 +451,7 @@ def _fanout_call(node: ast.Comprehension, exprs: ExprCompiler) -> BatchCall | No
     direct = _direct_call(node.element)
     if direct is None:
         return None
-    clause_parts = [c.cond if type(c) is ast.CompIf else c.iterable for c in node.clauses]
+    clause_parts = [c.cond if isinstance(c, ast.CompIf) else c.iterable for c in node.clauses]
     if not all(is_pure(p) for p in clause_parts):
         return None
     try:

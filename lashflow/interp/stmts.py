@@ -24,7 +24,7 @@ from lashflow.interp.values import UNSET
 BREAK = 1
 CONTINUE = 2
 
-StmtClosure = Callable[[list], Any]
+StmtClosure = Callable[[list[Any]], Any]
 
 _refcount = getattr(sys, "getrefcount", None) or (lambda _obj: 1 << 30)
 
@@ -112,12 +112,12 @@ class StmtCompiler:
             if len(fns) <= _UNROLL:
                 return _SEQUENCES[len(fns)](*fns)
 
-            def run(env: list) -> None:
+            def run(env: list[Any]) -> None:
                 for f in fns:
                     f(env)
             return run
 
-        def run_jumps(env: list) -> Any:
+        def run_jumps(env: list[Any]) -> Any:
             for f in fns:
                 r = f(env)
                 if r is not None:
@@ -141,7 +141,7 @@ class StmtCompiler:
         f = self.exprs.expr(s.expr)
         span = span_of(s)
 
-        def run(env: list) -> None:
+        def run(env: list[Any]) -> None:
             try:
                 f(env)
             except LashRuntimeError as e:
@@ -159,7 +159,7 @@ class StmtCompiler:
                 return appended
             val = self.exprs.expr(s.value)
 
-            def assign(env: list) -> None:
+            def assign(env: list[Any]) -> None:
                 try:
                     env[slot] = val(env)
                 except LashRuntimeError as e:
@@ -171,7 +171,7 @@ class StmtCompiler:
             key = s.steps[0].name
             steps = [(True, key)]
 
-            def assign_field(env: list) -> None:
+            def assign_field(env: list[Any]) -> None:
                 try:
                     v = val(env)
                     root = env[slot]
@@ -183,10 +183,11 @@ class StmtCompiler:
                 except LashRuntimeError as e:
                     raise _located(span, e)
             return assign_field
-        if len(s.steps) == 1:
-            idx = self.exprs.expr(s.steps[0].index)
+        only = s.steps[0]
+        if len(s.steps) == 1 and isinstance(only, ast.IndexStep):
+            idx = self.exprs.expr(only.index)
 
-            def assign_index(env: list) -> None:
+            def assign_index(env: list[Any]) -> None:
                 try:
                     k = idx(env)
                     v = val(env)
@@ -200,10 +201,11 @@ class StmtCompiler:
                 except LashRuntimeError as e:
                     raise _located(span, e)
             return assign_index
-        plan = [(True, st.name) if type(st) is ast.FieldStep else (False, self.exprs.expr(st.index))
-                for st in s.steps]
+        plan: list[tuple[bool, Any]] = [
+            (True, st.name) if isinstance(st, ast.FieldStep) else (False, self.exprs.expr(st.index))
+            for st in s.steps]
 
-        def assign_deep(env: list) -> None:
+        def assign_deep(env: list[Any]) -> None:
             try:
                 keys = [(f, k if f else k(env)) for f, k in plan]
                 v = val(env)
@@ -224,7 +226,7 @@ class StmtCompiler:
         fallback = push_builtin if pushing else ops.add
         name = s.name
 
-        def grow(env: list) -> None:
+        def grow(env: list[Any]) -> None:
             try:
                 x = more(env)
                 xs = env[slot]
@@ -246,10 +248,10 @@ class StmtCompiler:
         return grow
 
     # -- control flow -----------------------------------------------------------------
-    def _checked_cond(self, node: Any, span: Any) -> Callable[[list], bool]:
+    def _checked_cond(self, node: Any, span: Any) -> Callable[[list[Any]], bool]:
         cond = self.exprs.cond(node)
 
-        def checked(env: list) -> bool:
+        def checked(env: list[Any]) -> bool:
             try:
                 return cond(env)
             except LashRuntimeError as e:
@@ -260,14 +262,14 @@ class StmtCompiler:
         cond = self._checked_cond(s.cond, span_of(s))
         then = self.block(s.then.body)
         if s.otherwise is None:
-            def if_only(env: list) -> Any:
+            def if_only(env: list[Any]) -> Any:
                 if cond(env):
                     return then(env)
                 return None
             return if_only
         other = self.stmt(s.otherwise)
 
-        def if_else(env: list) -> Any:
+        def if_else(env: list[Any]) -> Any:
             if cond(env):
                 return then(env)
             return other(env)
@@ -279,7 +281,7 @@ class StmtCompiler:
         body = self.block(s.body.body)
         jumps = any(may_jump(x) for x in s.body.body)
 
-        def loop(env: list) -> None:
+        def loop(env: list[Any]) -> None:
             m = ACTIVE
             try:  # body statements locate their own errors first
                 while cond(env):
@@ -300,7 +302,7 @@ class StmtCompiler:
         jumps = any(may_jump(x) for x in s.body.body)
         bounds = self.exprs.range_args(s.iterable)
         if bounds is not None:
-            def loop_range(env: list) -> None:
+            def loop_range(env: list[Any]) -> None:
                 try:
                     r = range_bounds([b(env) for b in bounds])
                 except LashRuntimeError as e:
@@ -314,7 +316,7 @@ class StmtCompiler:
             return loop_range
         iterable = self.exprs.expr(s.iterable)
 
-        def loop_items(env: list) -> None:
+        def loop_items(env: list[Any]) -> None:
             try:
                 items = iterable_items(iterable(env))
             except LashRuntimeError as e:
