@@ -40,14 +40,20 @@ async def until(events: AsyncIterator[Any], wanted: Any) -> list[Any]:
     raise AssertionError("the stream ended")
 
 
+async def announced_run(engine: Engine) -> tuple[Any, AsyncIterator[Any], list[Any]]:
+    """A run started with its first call held, its stream, and the stream's events up to
+    that call's announcement."""
+    GATE["open"] = asyncio.Event()
+    handle = await engine.start(SOURCE, "twice", {"n": 1})
+    events = await engine.subscribe(handle.run_id)
+    started = await until(events, lambda e: e.kind == "step" and e.data["status"] == "started")
+    return handle, events, started
+
+
 async def test_a_running_idempotent_call_is_announced_before_its_outcome(
         backend_url: str) -> None:
-    GATE["open"] = asyncio.Event()
     async with Engine(db=backend_url, tools=[slow]) as engine:
-        handle = await engine.start(SOURCE, "twice", {"n": 1})
-        events = await engine.subscribe(handle.run_id)
-        started = await until(events, lambda e: e.kind == "step"
-                              and e.data["status"] == "started")
+        handle, events, started = await announced_run(engine)
         announced = started[-1].data
         assert (announced["tool"], announced["step_kind"]) == ("tools.slow", "tool")
         assert announced["attempts"][0]["status"] == "started"
@@ -69,11 +75,8 @@ async def test_a_running_idempotent_call_is_announced_before_its_outcome(
 
 async def test_a_cancelled_call_leaves_no_announcement_after_the_run_ends(
         backend_url: str) -> None:
-    GATE["open"] = asyncio.Event()
     async with Engine(db=backend_url, tools=[slow]) as engine:
-        handle = await engine.start(SOURCE, "twice", {"n": 1})
-        events = await engine.subscribe(handle.run_id)
-        await until(events, lambda e: e.kind == "step" and e.data["status"] == "started")
+        handle, events, _ = await announced_run(engine)
         await engine.cancel(handle.run_id, "enough")
         assert (await handle.result()).status is RunStatus.CANCELLED
         await events.aclose()  # type: ignore[attr-defined]
