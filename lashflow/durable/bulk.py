@@ -15,6 +15,7 @@ updated in place after every page: a progress bar or an HTTP job reads it.
 from __future__ import annotations
 
 import time
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable
 
@@ -23,6 +24,7 @@ from ..states import PAUSABLE, RUN_STATUSES, SETTLED
 from ..store import JournalEntry, RunQuery, Store
 from ..tools.clock import Clock
 from .operator import RETRYABLE, GC_BATCH, Operator
+from .pages import pages_ahead
 from .pauses import Pauses, pause_info
 from .selection import parse_where
 
@@ -117,20 +119,22 @@ class Bulk:
             act = self._action(report, reason, by, to)
             eligible = ELIGIBLE[report.action]
             page_query = replace(query, limit=PAGE, cursor=None)
-            while True:
-                runs, page_query.cursor = await self._page(report.action, page_query)
-                chosen = [item for run_id, status, item in runs if eligible(status)]
-                acted = [run_id for run_id, status, _ in runs if eligible(status)] \
-                    if report.dry_run and report.action != "upgrade" else await act(chosen)
-                report.seen += len(runs)
-                report.acted += len(acted)
-                report.skipped += len(runs) - len(acted)
-                report.sample += acted[: max(0, SAMPLE - len(report.sample))]
-                report.seconds = time.monotonic() - began
-                if progress is not None:
-                    progress(report)
-                if page_query.cursor is None:
-                    break
+
+            def read(cursor: str | None) -> Awaitable[tuple[list[tuple[str, str, Any]],
+                                                            str | None]]:
+                return self._page(report.action, replace(page_query, cursor=cursor))
+            async with aclosing(pages_ahead(read)) as pages:  # the next page is read
+                async for runs in pages:                      # while this one is acted on
+                    chosen = [item for run_id, status, item in runs if eligible(status)]
+                    acted = [run_id for run_id, status, _ in runs if eligible(status)] \
+                        if report.dry_run and report.action != "upgrade" else await act(chosen)
+                    report.seen += len(runs)
+                    report.acted += len(acted)
+                    report.skipped += len(runs) - len(acted)
+                    report.sample += acted[: max(0, SAMPLE - len(report.sample))]
+                    report.seconds = time.monotonic() - began
+                    if progress is not None:
+                        progress(report)
             if report.action == "gc" and not report.dry_run:
                 while await self.store.delete_unreferenced_blobs(GC_BATCH) >= GC_BATCH:
                     pass

@@ -56,8 +56,8 @@ def retry_plan(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRe
     """How a retry re-opens ``run``: the steps it retires (in ``show``'s order: those that
     run again if the code still asks for them), from the step that made it stop
     (``restart_point``) or ``from_step`` (a step key or the row number ``show`` prints).
-    Their attempts are kept as rows of their own (the step rows they may ride in get
-    rewritten); a retired tool step's completion key is forgotten, so the step waits
+    Their attempts that ride in a step row (``with_step``, ADR 0010) are written as rows
+    of their own (those step rows get rewritten); a retired tool step's completion key is forgotten, so the step waits
     afresh (a run cancelled while it waited would else meet its cancel)."""
     retries = run.meta.get("retries") or []
     shown = display_order(steps)
@@ -71,7 +71,7 @@ def retry_plan(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRe
     keys = {s.step_key for s in again}
     kept = [AttemptRecord(a.run_id, a.step_key, a.attempt, a.status, a.code, a.message,
                           a.detail, a.started_at, a.finished_at)
-            for a in attempts if a.step_key in keys]
+            for a in attempts if a.step_key in keys and a.with_step]
 
     def record(meta: dict[str, Any]) -> None:
         entry: dict[str, Any] = {"from_seq": from_seq, "at": now}

@@ -5,8 +5,7 @@ where a recorded step came from."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Iterable
 
@@ -14,8 +13,9 @@ from ..errors import JournalCorrupt, LashflowError
 from ..interp.limits import Limits
 from ..lang.changes import site_of
 from ..states import SETTLED, RUN_STATUSES
-from ..store import JournalEntry, RunQuery, RunRecord, Store
+from ..store import JournalEntry, JournalPage, RunQuery, RunRecord, Store
 from ..tools.clock import Clock
+from .pages import pages_ahead
 from .programs import Compiled
 from .reads import Reads, check_run_filters
 from .tool_runner import ToolRunner
@@ -71,23 +71,15 @@ class Verifier:
         if process is None and compiled.module.main:
             names.add(None)
         query = RunQuery(statuses=statuses, limit=PAGE)
-        ahead = asyncio.ensure_future(self.store.journal_page(query, processes=names))
-        try:
-            while True:
-                page = await ahead
-                if page.next_cursor is not None:
-                    query = replace(query, cursor=page.next_cursor)
-                    ahead = asyncio.ensure_future(self.store.journal_page(query,
-                                                                          processes=names))
+
+        async def read(cursor: str | None) -> tuple[JournalPage, str | None]:
+            page = await self.store.journal_page(replace(query, cursor=cursor),
+                                                 processes=names)
+            return page, page.next_cursor
+        async with aclosing(pages_ahead(read)) as pages:
+            async for page in pages:
                 for entry in page.entries:
                     yield entry
-                if page.next_cursor is None:
-                    return
-        finally:
-            if not ahead.done():  # the caller stopped early: the page read ahead has no reader
-                ahead.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await ahead
 
     async def entry(self, run: RunRecord) -> JournalEntry:
         """One run with its journal, read now."""

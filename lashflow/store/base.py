@@ -101,7 +101,8 @@ class AttemptRecord:
     started_at: float | None = None
     finished_at: float | None = None
     # The attempt's first and only write, committed with its step: a store may keep it in
-    # the step's row instead of a row of its own (SQLite does, ADR 0010). Not compared.
+    # the step's row instead of a row of its own (SQLite does, ADR 0010); read back, an
+    # attempt that was kept so (rewriting its step would lose it). Not compared.
     with_step: bool = field(default=False, compare=False)
 
 

@@ -160,7 +160,7 @@ def step_from_row(run_id: str, row: Sequence[Any], *,
         if not (isinstance(folded, list) and len(folded) == 5):
             raise JournalCorrupt.of(run_id, step_key, "its folded attempt is malformed")
         attempt = AttemptRecord(run_id, step_key, 1, folded[0], folded[1], folded[2], {},
-                                folded[3], folded[4])
+                                folded[3], folded[4], with_step=True)
     return (StepRecord(run_id, step_key, row[1], row[2], row[3], row[4], outcome, detail,
                        row[8], row[9], row[10]), attempt)
 
