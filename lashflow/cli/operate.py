@@ -16,7 +16,7 @@ from .options import (DbOption, JsonOption, MaxWaitOption, no_key, no_run, parse
                       parse_json_option)
 from .output import dumps, stdout
 from .render import Display, render_outcome
-from .run import finish, live_status
+from .driving import finish, live_status
 
 
 def complete(
