@@ -63,6 +63,22 @@ def parse_json_option(text: str | None, option: str) -> Any:
     return read_json(text, option)
 
 
+def ResultOption(help: str) -> Any:  # noqa: N802 (reads as the other options do)
+    return typer.Option(None, "--result", metavar="JSON|@FILE", help=help)
+
+
+def ErrorOption(help: str) -> Any:  # noqa: N802
+    return typer.Option(None, "--error", metavar="MESSAGE", help=help)
+
+
+def result_of(result: str | None, error: str | None) -> Any:
+    """``--result JSON`` read, for a command that takes it or ``--error MESSAGE``, exactly
+    one of them (else ``usage_error``); None when it was ``--error``."""
+    if (result is None) == (error is None):
+        raise UsageError("give exactly one of --result JSON or --error MESSAGE")
+    return parse_json_option(result, "--result")
+
+
 def deployed(file: Path, process: str | None) -> tuple[Path | None, str | None]:
     """``(file, process)`` for the engine: a bare name that is no file (``fulfill``) is
     a deployed process, started on its latest version."""

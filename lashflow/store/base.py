@@ -137,6 +137,19 @@ class Commit:
 
 
 @dataclass(slots=True)
+class Reopening:
+    """One stopped run to put back in the queue (``Store.reopen_runs``): ``edit`` changes
+    its meta; the completion rows of the steps in ``forget`` go (they wait afresh);
+    ``attempts`` are written as rows of their own first (an attempt riding in a step row
+    that is about to be rewritten would be lost with it)."""
+
+    run_id: str
+    edit: Callable[[dict[str, Any]], None]
+    forget: Sequence[str] = ()
+    attempts: Sequence[AttemptRecord] = ()
+
+
+@dataclass(slots=True)
 class RunQuery:
     """Which runs ``Store.query_runs`` returns: newest first, ``limit`` at a time.
 
@@ -505,13 +518,11 @@ class Store(abc.ABC):
         ``changed``)."""
 
     @abc.abstractmethod
-    async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None], *,
-                         forget: Sequence[str] = ()) -> bool:
-        """Put a stopped run (failed, cancelled, needs_attention) whose lease is free back
-        in the queue, its result, error, waits and cancel request cleared, ``edit``
-        applied to its meta and the completion rows of the steps in ``forget`` deleted,
-        atomically. False if the run is not stopped (or is held)."""
+    async def reopen_runs(self, reopenings: Sequence[Reopening], now: float) -> list[str]:
+        """Put each stopped run (failed, cancelled, needs_attention) whose lease is free
+        back in the queue, its result, error, waits and cancel request cleared, its
+        ``Reopening`` applied, all in one transaction. Returns the ids re-opened: a run
+        not stopped (or held) is left as it is."""
 
     holds_sessions = False  # True: the database sees each owner's life (ADR 0035)
 

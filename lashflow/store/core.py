@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeV
 from ..errors import DbError
 from . import programs
 from .base import (
-    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, JournalPage, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, JournalPage, Reopening, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
 from .events import RunEvent, event_from_row
@@ -268,10 +268,10 @@ class CoreStore(QueueStore, ScheduleStore, Store):
         return await self._write(programs.move_run, run_id, from_hash, to_hash, edit,
                                  float(now))
 
-    async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None], *,
-                         forget: Sequence[str] = ()) -> bool:
-        return await self._write(programs.reopen_run, run_id, float(now), edit, list(forget))
+    async def reopen_runs(self, reopenings: Sequence[Reopening], now: float) -> list[str]:
+        if not reopenings:
+            return []
+        return await self._write(programs.reopen_runs, list(reopenings), float(now))
 
     # -- journal -----------------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:

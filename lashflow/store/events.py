@@ -27,6 +27,7 @@ KINDS = ("run", "step", "attempt", "print", "yield")
 _WAIT_FIELDS = ("kind", "step", "tool", "until", "signal", "child_run_id", "state")
 
 EventRow = tuple[str, str, float]  # (kind, data as JSON text, at)
+RunEventRow = tuple[str, str, str, float]  # (run_id, kind, data as JSON text, at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,5 +192,5 @@ def event_from_row(row: Sequence[Any]) -> RunEvent:
                     float(at), str(cursor))
 
 
-__all__ = ["KINDS", "VALUE_LIMIT", "EventRow", "RunEvent", "created", "event_from_row",
+__all__ = ["KINDS", "VALUE_LIMIT", "EventRow", "RunEvent", "RunEventRow", "created", "event_from_row",
            "of_commit", "pg_cursor", "sqlite_cursor", "status_event", "waits_of"]
