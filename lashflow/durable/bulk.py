@@ -97,11 +97,10 @@ class Bulk:
         ids: list[str] = []
         page_query = replace(query, limit=PAGE, cursor=None)
         while True:
-            page = await self.store.query_runs(page_query)
-            ids += [run.run_id for run in page.runs]
-            if page.next_cursor is None:
+            states, page_query.cursor = await self.store.run_states(page_query)
+            ids += [run_id for run_id, _ in states]
+            if page_query.cursor is None:
                 return ids
-            page_query.cursor = page.next_cursor
 
     async def run(self, report: BulkReport, query: RunQuery, *, reason: str | None = None,
                   by: str | None = None, to: int | None = None,
@@ -157,8 +156,8 @@ class Bulk:
             journals = await self.store.journal_page(query)
             return ([(e.run.run_id, e.run.status, e) for e in journals.entries],
                     journals.next_cursor)
-        page = await self.store.query_runs(query)
-        return [(r.run_id, r.status, r.run_id) for r in page.runs], page.next_cursor
+        states, cursor = await self.store.run_states(query)
+        return [(run_id, status, run_id) for run_id, status in states], cursor
 
     async def _count(self, report: BulkReport, query: RunQuery) -> None:
         """A dry run: how many of the runs selected the action applies to, by their

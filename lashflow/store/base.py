@@ -134,6 +134,9 @@ class Commit:
     # a crash right after the child settles cannot lose the parent's wake-up.
     wake: str | None = None
     wake_at: float = 0.0
+    # Events with no row behind them, written after those its rows make: an idempotent
+    # call that has been running a while is announced (``store.events.step_event``).
+    events: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -388,6 +391,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def query_runs(self, query: RunQuery) -> RunPage:
         """One page of run summaries, newest first (one indexed query however deep)."""
+
+    @abc.abstractmethod
+    async def run_states(self, query: RunQuery) -> tuple[list[tuple[str, str]], str | None]:
+        """``query_runs``'s page as (run id, status) only, and the next page's cursor:
+        what a bulk action reads, with nothing to decode."""
 
     @abc.abstractmethod
     async def stats(self, now: float) -> StoreStats:

@@ -23,7 +23,7 @@ from .base import (
 from .events import RunEvent, event_from_row
 from .group_commit import GroupCommit, Inline, Outcome
 from .programs import Program, one
-from .queries import page_of
+from .queries import STATE_COLUMNS, page_of, states_of
 from .queues import QueueStore, claim_queued
 from .schedules import ScheduleStore
 
@@ -173,6 +173,10 @@ class CoreStore(QueueStore, ScheduleStore, Store):
 
     async def query_runs(self, query: RunQuery) -> RunPage:
         return page_of(await self._read(one, "run_page", query, scan=True), query)
+
+    async def run_states(self, query: RunQuery) -> tuple[list[tuple[str, str]], str | None]:
+        return states_of(await self._read(one, "run_page", query, STATE_COLUMNS, scan=True),
+                         query)
 
     async def stats(self, now: float) -> StoreStats:
         return await self._read(programs.stats, now, scan=True, snapshot=True)

@@ -424,8 +424,9 @@ class _Statements(QueueStatements, ScheduleStatements):
     async def parked_waits(self, conn: asyncpg.Connection) -> list[Any]:
         return await conn.fetch(PARKED_WAITS.format(table="lashflow_runs"))
 
-    async def run_page(self, conn: asyncpg.Connection, query: RunQuery) -> list[Any]:
-        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field)
+    async def run_page(self, conn: asyncpg.Connection, query: RunQuery,
+                       columns: str = SUMMARY_COLUMNS) -> list[Any]:
+        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field, columns)
         return await conn.fetch(sql, *params)
 
     async def run_count(self, conn: asyncpg.Connection, query: RunQuery) -> int:

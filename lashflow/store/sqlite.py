@@ -340,8 +340,9 @@ class _Statements(QueueStatements, ScheduleStatements):
     def parked_waits(self, conn: sqlite3.Connection) -> list[Any]:
         return conn.execute(PARKED_WAITS.format(table="runs")).fetchall()
 
-    def run_page(self, conn: sqlite3.Connection, query: RunQuery) -> list[Any]:
-        sql, params = page_sql(query, "runs", lambda n: "?", _json_field)
+    def run_page(self, conn: sqlite3.Connection, query: RunQuery,
+                 columns: str = SUMMARY_COLUMNS) -> list[Any]:
+        sql, params = page_sql(query, "runs", lambda n: "?", _json_field, columns)
         return conn.execute(sql, params).fetchall()
 
     def run_count(self, conn: sqlite3.Connection, query: RunQuery) -> int:
