@@ -48,6 +48,7 @@ class Worker:
         driven = 0
         idle_since = time.monotonic()
         stopper = asyncio.ensure_future(stop.wait())
+        waiter: asyncio.Future[None] | None = None
         firing = asyncio.ensure_future(self.scheduler.loop(stop)) \
             if schedules and self.scheduler is not None else None
         try:
@@ -100,10 +101,12 @@ class Worker:
                         log.error("run %s: %s", run_id, getattr(failure, "message", failure))
                         skipped[run_id] = time.monotonic() + min(retry_skipped, 2.0)
         finally:
-            stopper.cancel()
-            if firing is not None:
-                firing.cancel()
-                await asyncio.gather(firing, return_exceptions=True)
+            # every task this loop made ends before it returns: a wait left pending would
+            # outlive the store it waits on
+            helpers = [t for t in (stopper, waiter, firing) if t is not None]
+            for t in helpers:
+                t.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
             self.driver.begin_drain()
             try:
                 if inflight:
