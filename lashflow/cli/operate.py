@@ -18,7 +18,7 @@ from .options import (DbOption, ErrorOption, JsonOption, MaxWaitOption, ResultOp
                       no_run, parse_age, parse_json_option, result_of)
 from .output import dumps, stdout
 from .render import Display, render_outcome
-from .run import finish, live_status
+from .driving import finish, live_status
 
 
 def complete(

@@ -18,7 +18,7 @@ from ..errors import JournalCorrupt
 from ..json_text import stored
 from .leases import owner_is_dead
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -66,6 +66,17 @@ class Claimed:
 
     run: RunRecord
     taken_from: str | None
+
+
+@dataclass(slots=True)
+class QueueTake:
+    """A worker's turn at its queues (``Store.take_queued``): the new runs claimed for it
+    at once, the runs being resumed that it may try to claim one by one, and when a
+    rate-limited queue or key next allows a start (None: none waits for a rate)."""
+
+    claimed: list[Claimed]
+    listed: list[str]
+    allowed_at: float | None
 
 
 @dataclass(slots=True)
@@ -695,6 +706,8 @@ class Store(abc.ABC):
         or ask those to cancel and store it: (the run, stored, the runs asked)."""
 
     @abc.abstractmethod
-    async def queue_claimable(self, now: float, limit: int) -> tuple[list[str], float | None]:
-        """Runs of queues a worker may try to claim now, best first, and when a
-        rate-limited one next may start (None: none waits for a rate)."""
+    async def take_queued(self, now: float, limit: int, owner: str, ttl: float,
+                          skip: Collection[str] = ()) -> QueueTake:
+        """Claim for ``owner`` up to ``limit`` new runs of queues, best first, as their
+        queues' limits allow, in one transaction; list the queue runs being resumed
+        (claimed one by one, their leases judged first). ``skip``: runs not to take."""

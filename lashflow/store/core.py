@@ -163,7 +163,8 @@ class CoreStore(QueueStore, ScheduleStore, Store):
 
     # -- runs --------------------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        return await self._write(programs.create_run, run, atomic=False)
+        # a run entering a queue gets its fairness tag in the same transaction
+        return await self._write(programs.create_run, run, atomic="queue" in run.meta)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return await self._read(programs.get_run, run_id)

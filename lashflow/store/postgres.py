@@ -38,11 +38,12 @@ from .group_commit import Outcome
 from .leases import SESSION_MARK, holds_session, owner_is_dead
 from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
 from .postgres_queues import MIGRATION as QUEUES_MIGRATION
+from .postgres_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .postgres_queues import QueueStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
-from .queues import QUEUE_RUN_COLUMNS, run_queue
+from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
 
@@ -125,6 +126,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
     8: QUEUES_MIGRATION,
+    # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
+    9: QUEUE_ORDER_MIGRATION,
 }
 
 # The events of a group's changes that passed their fence, each the run's next offset:

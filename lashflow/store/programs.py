@@ -26,7 +26,7 @@ from .base import (
 )
 from .leases import holds_session, may_claim, owner_is_dead
 from .queries import next_cursor, stats_of, summary_from_row
-from .rows import RUN_COLUMNS, dumps, journal_from_rows, loads, run_from_row
+from .rows import RUN_COLUMNS, dumps, journal_from_rows, loads, run_from_row, run_queue
 
 T = TypeVar("T")
 Ask = tuple[str, tuple[Any, ...]]  # (statement name, its arguments)
@@ -101,8 +101,18 @@ def migrate(migrations: Mapping[int, Sequence[str]], label: str,
 
 
 # -- runs ---------------------------------------------------------------------------------
+def enqueued(runs: list[RunRecord]) -> Program[None]:
+    """Give each of ``runs`` (just stored) that entered a fair queue its fairness tag
+    (``fair_enqueue`` does nothing for a queue that is not fair; ADR 0037)."""
+    for run in runs:
+        queue, key, _ = run_queue(run)
+        if queue is not None:
+            yield "fair_enqueue", (run.run_id, queue, key)
+
+
 def create_run(run: RunRecord) -> Program[tuple[RunRecord, bool]]:
     if (yield "insert_run", (run,)):
+        yield from enqueued([run])
         return run, True  # stored as given: no need to read it back
     row = yield "run_row", (run.run_id,)
     if row is None:  # inserted and deleted in between: nothing here deletes live runs
@@ -468,7 +478,8 @@ STATEMENTS = frozenset({
     "queue_lease_of", "gate_claim", "lock_queue", "debounce_target", "debounce_update",
     "key_unsettled",
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
-    "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
+    "delete_queue", "queue_depths", "buckets_of", "fair_enqueue", "fair_started",
+    "gate_claims", "open_queues", "queue_holders", "queue_resumable", "queue_front", "key_buckets",
 })
 
-__all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "fenced", "one"]
+__all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "enqueued", "fenced", "one"]

@@ -45,10 +45,11 @@ from .core import CoreStore, Job
 from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
-from .queues import QUEUE_RUN_COLUMNS, run_queue
+from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, run_values
 from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_queues import MIGRATION as QUEUES_MIGRATION
+from .sqlite_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .sqlite_queues import QueueStatements
 from .sqlite_schedules import ScheduleStatements
 
@@ -140,6 +141,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
     8: QUEUES_MIGRATION,
+    # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
+    9: QUEUE_ORDER_MIGRATION,
 }
 
 

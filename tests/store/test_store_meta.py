@@ -104,4 +104,6 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
         # and version 7's event log
         assert [(e.seq, e.kind) for e in await store.run_events("r")] == [(1, "run"), (2, "step")]
         assert await store.list_queues() == []  # and version 8's queues
-    assert SCHEMA_VERSION == 8
+        # and version 9's queue order: nothing waits in any queue
+        assert (await store.take_queued(0.0, 10, "w", 30.0)).claimed == []
+    assert SCHEMA_VERSION == 9
