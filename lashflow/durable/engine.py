@@ -41,11 +41,13 @@ from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, W
 from .programs import Compiled, Programs, Source, entry_of
 from .reads import Reads
 from .settle import settle
+from .ratelimits import CallLimiter
 from .tool_runner import ToolRunner
 from .worker import Worker
 
 if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never import them
     from .queues import Queues
+    from .ratelimit_api import RateLimits
     from .schedule_api import Schedules
     from .verifier import Verifier, VerifyReport
     from .versions import Deployment, Upgrade, Versions
@@ -98,6 +100,7 @@ class Engine:
         self._initial_tools = list(tools)
         self._initial_modules = [str(m) for m in modules]
         self.tools = ToolRunner(self.store, self.clock, self.events, model_provider)
+        self.tools.limiter = CallLimiter(self.store, self.clock, self.owner)
         self.programs = Programs(self.tools.catalog)
         self.reads = Reads(self.store, self.tools, self.clock)
         self.operator = Operator(self.store, self.clock, self.reads)
@@ -140,6 +143,12 @@ class Engine:
         from .queues import Queues
 
         return Queues(self.store, self.clock)
+
+    @cached_property
+    def rate_limits(self) -> "RateLimits":
+        from .ratelimit_api import RateLimits
+
+        return RateLimits(self.store, self.clock)
 
     @cached_property
     def schedules(self) -> "Schedules":

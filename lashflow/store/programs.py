@@ -451,6 +451,9 @@ STATEMENTS = frozenset({
     "key_unsettled",
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
     "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
+    # rate limits and global concurrency (store.ratelimits)
+    "take_named_rate", "take_own_rate", "take_slot", "release_slot", "rate_limit_rows",
+    "put_rate_limit", "delete_rate_limit", "slots_held",
 })
 
 __all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "fenced", "one"]

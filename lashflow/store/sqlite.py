@@ -50,6 +50,8 @@ from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_att
 from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_queues import MIGRATION as QUEUES_MIGRATION
 from .sqlite_queues import QueueStatements
+from .sqlite_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
+from .sqlite_ratelimits import RateLimitStatements
 from .sqlite_schedules import ScheduleStatements
 
 T = TypeVar("T")
@@ -140,6 +142,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
     8: QUEUES_MIGRATION,
+    # Version 9: tools' rate limits (token buckets) and global concurrency slots (ADR 0036).
+    9: RATE_LIMITS_MIGRATION,
 }
 
 
@@ -217,7 +221,7 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
 _DISK_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL})
 
 
-class _Statements(QueueStatements, ScheduleStatements):
+class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
 

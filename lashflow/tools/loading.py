@@ -10,7 +10,7 @@ import types
 from collections.abc import Iterable
 from pathlib import Path
 
-from lashflow.errors import UsageError
+from lashflow.errors import LashflowError, UsageError
 
 __all__ = ["load_tool_modules", "tools_from_config", "project_dir", "tool_modules_for"]
 
@@ -39,7 +39,7 @@ def _import_path(path: Path) -> types.ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise UsageError(f"cannot load tools from {path}: {type(exc).__name__}: {exc}") from exc
+        raise _load_error(path, exc) from exc
     return module
 
 
@@ -51,7 +51,15 @@ def _import_name(name: str) -> types.ModuleType:
             raise UsageError(f"tool module not found: {name}") from exc
         raise UsageError(f"cannot load tools from {name}: {exc}") from exc
     except Exception as exc:
-        raise UsageError(f"cannot load tools from {name}: {type(exc).__name__}: {exc}") from exc
+        raise _load_error(name, exc) from exc
+
+
+def _load_error(where: object, exc: Exception) -> LashflowError:
+    """One line saying why a tool module did not load; a lashflow error raised while it
+    loaded (a bad ``@tool`` option) keeps its code."""
+    if isinstance(exc, LashflowError):
+        return LashflowError(f"cannot load tools from {where}: {exc.message}", code=exc.code)
+    return UsageError(f"cannot load tools from {where}: {type(exc).__name__}: {exc}")
 
 
 def load_tool_modules(specs: Iterable[str | Path], *, base_dir: str | Path | None = None) -> list[types.ModuleType]:
