@@ -38,7 +38,8 @@ from lashflow import Engine, ToolCall, ToolResult, tool
 
 REPO = Path(__file__).resolve().parent.parent
 SEED_RUNS = 200
-PAGE_TABLES = ("runs", "steps", "attempts")
+PAGE_TABLES = ("runs", "steps", "attempts", "events")  # copied, each row once per copy
+NUMBERED = ("id", "tx")  # columns the database fills in (an event's id and transaction)
 
 SOURCE = """
 process order(n: int) {
@@ -73,7 +74,8 @@ def copy_sqlite(path: str, total: int) -> None:
         conn.execute("CREATE TEMP TABLE n (i INTEGER PRIMARY KEY)")
         conn.executemany("INSERT INTO n VALUES (?)", [(i,) for i in range(1, copies + 1)])
         for table in PAGE_TABLES:
-            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")
+                       if row[1] not in NUMBERED]
             picked = ", ".join("run_id || '_' || n.i" if c == "run_id" else f"t.{c}"
                                for c in columns)
             conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {picked} "
@@ -94,7 +96,7 @@ async def copy_postgres(url: str, total: int) -> None:
                 columns = [r["column_name"] for r in await conn.fetch(
                     "SELECT column_name FROM information_schema.columns WHERE table_name = $1 "
                     "AND table_schema = current_schema() AND is_identity = 'NO' "
-                    "ORDER BY ordinal_position", name)]
+                    "ORDER BY ordinal_position", name) if r["column_name"] not in NUMBERED]
                 picked = ", ".join("t.run_id || '_' || n.i" if c == "run_id" else f"t.{c}"
                                    for c in columns)
                 await conn.execute(f"INSERT INTO {name} ({', '.join(columns)}) SELECT {picked} "

@@ -3,20 +3,23 @@ over every run the expression selects, with a progress bar on a terminal (ADR 00
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, NoReturn, Optional, TypeVar
 
 import typer
 
+from ..durable.selection import EXAMPLE, FIELDS
 from ..errors import UsageError
 from .context import Invocation
+from .options import no_run
 from .output import dumps, stdout
 from .render import Display
 
+T = TypeVar("T")
+
 WhereOption: Any = typer.Option(
     None, "--where", metavar="EXPR",
-    help="Act on every run this selects instead of one: conditions joined by `and`, e.g. "
-         "\"status=failed and process=fulfill and error=tool_failed and created<7d\" "
-         "(fields: status, process, version, parent, error, created, updated; `all`).")
+    help=f"Act on every run this selects instead of one: conditions joined by `and`, e.g. "
+         f"\"{EXAMPLE}\" (fields: {', '.join(FIELDS)}; `all`).")
 BulkDryRunOption: Any = typer.Option(False, "--dry-run",
                                      help="With --where: count what would be acted on; "
                                           "change nothing.")
@@ -27,6 +30,15 @@ WOULD = {"cancel": "would cancel", "retry": "would retry", "pause": "would pause
          "unpause": "would unpause", "gc": "would delete", "upgrade": "would move"}
 
 
+def RunArgument(help: str) -> Any:  # noqa: N802 (reads as the other options do)
+    """A command's RUN, left out when it takes --where instead."""
+    return typer.Argument(None, metavar="[RUN]", help=help, show_default=False)
+
+
+def ReasonOption(help: str) -> Any:  # noqa: N802
+    return typer.Option(None, "--reason", metavar="TEXT", help=help)
+
+
 def one_or_where(inv: Invocation, run_id: Optional[str], where: Optional[str]) -> None:
     """A command takes RUN or --where, exactly one (else ``usage_error``, exit 2)."""
     if (run_id is None) == (where is None):
@@ -34,6 +46,33 @@ def one_or_where(inv: Invocation, run_id: Optional[str], where: Optional[str]) -
 
         raise reject(UsageError("name one RUN, or choose runs with --where EXPR (not both)"),
                      inv.as_json)
+
+
+def the_run(inv: Invocation, db: Optional[str], action: str, run_id: Optional[str],
+            where: Optional[str], dry_run: bool, reason: Optional[str] = None) -> str:
+    """The one run a command names; with --where the bulk action runs instead, and the
+    command ends with it."""
+    one_or_where(inv, run_id, where)
+    if where is not None:
+        raise typer.Exit(bulk_command(inv, db, action, where, dry_run=dry_run, reason=reason))
+    assert run_id is not None
+    return run_id
+
+
+def on_the_run(inv: Invocation, db: Optional[str], run_id: str,
+               act: Callable[[Any], Awaitable[T]], say: Callable[[T, Any], None]) -> NoReturn:
+    """Open the database, ``act`` on the run with the engine, then ``say`` what came of
+    it (the answer and the run's outcome after it); exit 0, or as the error says."""
+    from .exits import run_async
+
+    async def go() -> int:
+        async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
+            answer = await act(eng)
+            outcome = await eng.get(run_id)
+        say(answer, outcome)
+        return 0
+
+    raise typer.Exit(run_async(inv, go, run_id=run_id))
 
 
 def bulk_command(inv: Invocation, db: Optional[str], action: str, where: str, *,
@@ -94,4 +133,5 @@ class _bar:
             self.progress.__exit__(None, None, None)
 
 
-__all__ = ["BulkDryRunOption", "WhereOption", "bulk_command", "one_or_where"]
+__all__ = ["BulkDryRunOption", "ReasonOption", "RunArgument", "WhereOption", "bulk_command",
+           "on_the_run", "one_or_where", "the_run"]

@@ -12,12 +12,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from shlex import quote
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-import typer
-
 from ..errors import LashflowError, NoDatabase
+
+if TYPE_CHECKING:  # the lean entry (``lean``) builds an invocation without typer
+    import typer
 
 
 @dataclass

@@ -9,13 +9,14 @@ import gc
 import os
 import sys
 from shlex import quote
-from typing import Any, Awaitable, Callable, NoReturn, TypeVar
-
-import typer
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, TypeVar
 
 from ..errors import LashflowError
 from .context import Invocation
 from .output import dumps, stderr, stdout
+
+if TYPE_CHECKING:  # imported where an exit is raised: `resume`'s lean entry never needs it
+    import typer
 
 T = TypeVar("T")
 
@@ -61,14 +62,45 @@ def caret_text(diagnostic: Any, source: str, filename: str | None) -> str:
 
 
 def reject(exc: LashflowError, as_json: bool, source: str | None = None,
-           filename: str | None = None, run_id: str | None = None) -> "typer.Exit":
+           filename: str | None = None, run_id: str | None = None) -> "typer.Exit | LeanExit":
     """Report a refused command (nothing ran) and return the exit to raise."""
     if as_json:
         stdout(dumps({"run_id": exc.details.get("run_id", run_id), "status": "rejected",
                       "error": error_json(exc)}))
     else:
         stderr(error_text(exc, source, filename))
-    return typer.Exit(EXIT_REJECTED)
+    return exit_with(EXIT_REJECTED)
+
+
+class LeanExit(Exception):
+    """A command's exit where typer does not run the command (`resume`'s lean entry)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+def exit_with(code: int) -> "typer.Exit | LeanExit":
+    """The exit to raise from a command: typer's under the typer application, else
+    (the lean entry, which never imports typer) a ``LeanExit`` it reads the code from."""
+    typer = sys.modules.get("typer")
+    return LeanExit(code) if typer is None else typer.Exit(code)
+
+
+def is_exit(exc: BaseException) -> bool:
+    """Whether ``exc`` is a command's exit rather than a failure."""
+    typer = sys.modules.get("typer")
+    return isinstance(exc, LeanExit) or (typer is not None and isinstance(exc, typer.Exit))
+
+
+def internal_error(exc: Exception) -> int:
+    """A bug escaped a command: one line and ``EXIT_INTERNAL`` (the traceback with
+    ``LASHFLOW_DEBUG``)."""
+    if os.environ.get("LASHFLOW_DEBUG"):
+        raise exc
+    stderr(f"error[internal_error]: {type(exc).__name__}: {exc} "
+           "(set LASHFLOW_DEBUG=1 for the traceback)")
+    return EXIT_INTERNAL
 
 
 def fail(code: str, message: str, as_json: bool, **details: Any) -> NoReturn:
@@ -103,22 +135,20 @@ def run_async(inv: Invocation, factory: Callable[[], Awaitable[T]], source: str 
     except BrokenPipeError:  # `lashflow list | head -1`: the reader has all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        raise typer.Exit(0) from None
+        raise exit_with(0) from None
     except KeyboardInterrupt:
         known = run_id or inv.first_run
         target = quote(known) if known else "RUN"
         stderr("interrupted: every committed step is kept in the journal; "
                f"`lashflow resume {target}` or `lashflow recover` continues")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except typer.Exit:
-        raise
+        raise exit_with(EXIT_INTERRUPTED) from None
     except Exception as exc:  # a bug: still one line, the traceback only on request
-        if os.environ.get("LASHFLOW_DEBUG"):
+        if is_exit(exc) or os.environ.get("LASHFLOW_DEBUG"):
             raise
         internal = LashflowError(f"{type(exc).__name__}: {exc} (set LASHFLOW_DEBUG=1 for the "
                                  "traceback)", code="internal_error")
         reject(internal, inv.as_json, run_id=run_id)
-        raise typer.Exit(EXIT_INTERNAL) from None
+        raise exit_with(EXIT_INTERNAL) from None
     finally:
         if flush is not None:
             flush()

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import time
 from shlex import quote
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from ..errors import UsageError
-from .bulk import BulkDryRunOption, WhereOption, bulk_command, one_or_where
+from .bulk import (
+    BulkDryRunOption, ReasonOption, RunArgument, WhereOption, bulk_command, on_the_run, the_run,
+)
 from .context import Invocation
 from .exits import reject, run_async
-from .options import (DbOption, JsonOption, MaxWaitOption, no_key, no_run, parse_age,
-                      parse_json_option)
+from .options import (DbOption, ErrorOption, JsonOption, MaxWaitOption, ResultOption, no_key,
+                      no_run, parse_age, parse_json_option, result_of)
 from .output import dumps, stdout
 from .render import Display, render_outcome
-from .run import finish, live_status
+from .driving import finish, live_status
 
 
 def complete(
@@ -24,11 +26,9 @@ def complete(
     key: str = typer.Argument(..., metavar="KEY",
                               help="The completion key (lfk_...), as printed by `run` "
                                         "or `waiting`.", show_default=False),
-    result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
-                                         help="The tool's result, as JSON."),
-    error: Optional[str] = typer.Option(None, "--error", metavar="MESSAGE",
-                                        help="Resolve as a tool error with this message "
-                                             "(the process sees {ok: false, error})."),
+    result: Optional[str] = ResultOption("The tool's result, as JSON."),
+    error: Optional[str] = ErrorOption("Resolve as a tool error with this message (the "
+                                       "process sees {ok: false, error})."),
     resume_run: bool = typer.Option(False, "--resume",
                                     help="Drive the run on after delivery (exit codes then as "
                                          "`run`)."),
@@ -46,10 +46,8 @@ def complete(
     started = time.monotonic()
 
     async def go() -> int:
-        if (result is None) == (error is None):
-            raise UsageError("give exactly one of --result JSON or --error MESSAGE")
-        value = ToolResult.err(error) if error is not None else ToolResult.ok(
-            parse_json_option(result, "--result"))
+        value = result_of(result, error)
+        value = ToolResult.err(error) if error is not None else ToolResult.ok(value)
         async with inv.engine(db, create=False, absent=no_key) as eng:
             with live_status(inv, "complete", quiet=not resume_run) as live:
                 eng.listeners.append(live.on_event)
@@ -116,10 +114,8 @@ def signal(
 
 def cancel(
     ctx: typer.Context,
-    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="The run to cancel.",
-                                           show_default=False),
-    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
-                                         help="Why: kept in the run's error and shown."),
+    run_id: Optional[str] = RunArgument("The run to cancel."),
+    reason: Optional[str] = ReasonOption("Why: kept in the run's error and shown."),
     where: Optional[str] = WhereOption,
     dry_run: bool = BulkDryRunOption,
     db: Optional[str] = DbOption,
@@ -131,22 +127,20 @@ def cancel(
     settled by the next drive that takes it (a worker's). Exit 0."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
-    one_or_where(inv, run_id, where)
-    if where is not None:
-        raise typer.Exit(bulk_command(inv, db, "cancel", where, dry_run=dry_run, reason=reason))
-    assert run_id is not None
+    run = the_run(inv, db, "cancel", run_id, where, dry_run, reason)
 
-    async def go() -> int:
-        async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
-            before = (await eng.get(run_id)).status
-            status = await eng.cancel(run_id, reason)
-            outcome = await eng.get(run_id)
+    async def act(eng: Any) -> tuple[Any, Any]:
+        before = (await eng.get(run)).status
+        return before, await eng.cancel(run, reason)
+
+    def say(answer: tuple[Any, Any], outcome: Any) -> None:
+        before, status = answer
         if before.settled:  # nothing to cancel: say so, change nothing
             if as_json:
                 stdout(dumps(dict(outcome.to_json(), already_settled=True)))
             else:
-                display.line(f"run {run_id} is already {before.value}; it is left as it is")
-            return 0
+                display.line(f"run {run} is already {before.value}; it is left as it is")
+            return
         if as_json:
             data = outcome.to_json()
             if outcome.status.value != "cancelled":
@@ -154,13 +148,12 @@ def cancel(
             stdout(dumps(data))
         elif outcome.status.value == "cancelled":  # what was asked: a success, not an error
             why = f" ({reason})" if reason else ""
-            display.line(f"run {run_id} cancelled{why}", style="magenta" if display.rich else None)
+            display.line(f"run {run} cancelled{why}", style="magenta" if display.rich else None)
         else:
-            display.line(f"cancel requested: run {run_id} is {status.value}; it stops at its "
+            display.line(f"cancel requested: run {run} is {status.value}; it stops at its "
                          "next effect")
-        return 0
 
-    raise typer.Exit(run_async(inv, go, run_id=run_id))
+    on_the_run(inv, db, run, act, say)
 
 
 def gc(

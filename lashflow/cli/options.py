@@ -12,6 +12,7 @@ from ..durable.selection import parse_age, parse_when  # noqa: F401 (the CLI's n
 from ..errors import LashflowError, NoDatabase, UsageError
 from ..json_input import read_json
 from .exits import fail
+from .sources import read_source, source_or_none  # noqa: F401 (the CLI's names)
 
 DB_HELP = ("Database: sqlite:///file.db, a plain file path, or postgresql://user@host:port/db. "
            "Default: $LASHFLOW_DB, else .lashflow/lashflow.db here.")
@@ -62,12 +63,20 @@ def parse_json_option(text: str | None, option: str) -> Any:
     return read_json(text, option)
 
 
-def read_source(file: Path) -> str:
-    """A ``.lash`` file's text, or a one-line ``file_not_found``/``usage_error``/
-    ``limit_exceeded`` (over the source size limit)."""
-    from ..durable.programs import read_source_file
+def ResultOption(help: str) -> Any:  # noqa: N802 (reads as the other options do)
+    return typer.Option(None, "--result", metavar="JSON|@FILE", help=help)
 
-    return read_source_file(file)
+
+def ErrorOption(help: str) -> Any:  # noqa: N802
+    return typer.Option(None, "--error", metavar="MESSAGE", help=help)
+
+
+def result_of(result: str | None, error: str | None) -> Any:
+    """``--result JSON`` read, for a command that takes it or ``--error MESSAGE``, exactly
+    one of them (else ``usage_error``); None when it was ``--error``."""
+    if (result is None) == (error is None):
+        raise UsageError("give exactly one of --result JSON or --error MESSAGE")
+    return parse_json_option(result, "--result")
 
 
 def deployed(file: Path, process: str | None) -> tuple[Path | None, str | None]:
@@ -77,16 +86,6 @@ def deployed(file: Path, process: str | None) -> tuple[Path | None, str | None]:
     if not file.exists() and file.suffix != ".lash" and "/" not in name and process is None:
         return None, name
     return file, process
-
-
-def source_or_none(file: Path | None) -> str | None:
-    """The text for caret excerpts, if the file is readable (errors are reported later)."""
-    if file is None:
-        return None
-    try:
-        return read_source(file)
-    except LashflowError:
-        return None
 
 
 def no_run(run_id: str | None) -> Callable[[NoDatabase], LashflowError]:

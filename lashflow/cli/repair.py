@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 from shlex import quote
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from .bulk import BulkDryRunOption, WhereOption, bulk_command, one_or_where
+from .bulk import BulkDryRunOption, ReasonOption, RunArgument, WhereOption, on_the_run, the_run
 from .context import Invocation
 from .exits import run_async
-from .options import DbOption, JsonOption, ToolsOption, no_run, parse_json_option
+from .options import DbOption, ErrorOption, JsonOption, ResultOption, ToolsOption, no_run, result_of
 from .output import dumps, stdout
 from .render import Display, paused_text
 
 
 def pause(
     ctx: typer.Context,
-    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="The run to pause.",
-                                           show_default=False),
-    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
-                                         help="Why: kept on the run and shown."),
+    run_id: Optional[str] = RunArgument("The run to pause."),
+    reason: Optional[str] = ReasonOption("Why: kept on the run and shown."),
     where: Optional[str] = WhereOption,
     dry_run: bool = BulkDryRunOption,
     db: Optional[str] = DbOption,
@@ -31,29 +29,21 @@ def pause(
     passes meanwhile is met on unpause). Exit 0."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
-    one_or_where(inv, run_id, where)
-    if where is not None:
-        raise typer.Exit(bulk_command(inv, db, "pause", where, dry_run=dry_run, reason=reason))
-    assert run_id is not None
+    run = the_run(inv, db, "pause", run_id, where, dry_run, reason)
 
-    async def go() -> int:
-        async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
-            await eng.pause(run_id, reason)
-            outcome = await eng.get(run_id)
+    def say(_: Any, outcome: Any) -> None:
         if as_json:
             stdout(dumps(outcome.to_json()))
         elif outcome.paused is not None:
-            display.line(f"run {run_id} {paused_text(outcome.paused, display.when)}; "
-                         f"`lashflow unpause {quote(run_id)}` continues it")
-        return 0
+            display.line(f"run {run} {paused_text(outcome.paused, display.when)}; "
+                         f"`lashflow unpause {quote(run)}` continues it")
 
-    raise typer.Exit(run_async(inv, go, run_id=run_id))
+    on_the_run(inv, db, run, lambda eng: eng.pause(run, reason), say)
 
 
 def unpause(
     ctx: typer.Context,
-    run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="The paused run.",
-                                           show_default=False),
+    run_id: Optional[str] = RunArgument("The paused run."),
     where: Optional[str] = WhereOption,
     dry_run: bool = BulkDryRunOption,
     db: Optional[str] = DbOption,
@@ -63,23 +53,16 @@ def unpause(
     deadline that passed while it was paused is met then). Exit 0."""
     inv = Invocation.of(ctx, as_json)
     display = Display.of(inv)
-    one_or_where(inv, run_id, where)
-    if where is not None:
-        raise typer.Exit(bulk_command(inv, db, "unpause", where, dry_run=dry_run))
-    assert run_id is not None
+    run = the_run(inv, db, "unpause", run_id, where, dry_run)
 
-    async def go() -> int:
-        async with inv.engine(db, create=False, absent=no_run(run_id)) as eng:
-            status = await eng.unpause(run_id)
-            outcome = await eng.get(run_id)
+    def say(status: Any, outcome: Any) -> None:
         if as_json:
             stdout(dumps(outcome.to_json()))
         else:
-            display.line(f"run {run_id} is {status.value}: a worker takes it "
-                         f"(or `lashflow resume {quote(run_id)}` drives it here)")
-        return 0
+            display.line(f"run {run} is {status.value}: a worker takes it "
+                         f"(or `lashflow resume {quote(run)}` drives it here)")
 
-    raise typer.Exit(run_async(inv, go, run_id=run_id))
+    on_the_run(inv, db, run, lambda eng: eng.unpause(run), say)
 
 
 def resolve_step(
@@ -88,12 +71,10 @@ def resolve_step(
     step: str = typer.Argument(..., metavar="STEP",
                                help="The step: its key, or the row number `show` prints.",
                                show_default=False),
-    result: Optional[str] = typer.Option(None, "--result", metavar="JSON|@FILE",
-                                         help="What the tool returned, as JSON (checked "
-                                              "against its output schema)."),
-    error: Optional[str] = typer.Option(None, "--error", metavar="MESSAGE",
-                                        help="Record a tool error instead (the process sees "
-                                             "{ok: false, error})."),
+    result: Optional[str] = ResultOption("What the tool returned, as JSON (checked against "
+                                         "its output schema)."),
+    error: Optional[str] = ErrorOption("Record a tool error instead (the process sees "
+                                       "{ok: false, error})."),
     reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT",
                                          help="Why: journaled with who and when."),
     tools: list[str] = ToolsOption,
@@ -109,11 +90,9 @@ def resolve_step(
 
     async def go() -> int:
         from ..durable.resolve import MISSING
-        from ..errors import UsageError
 
-        if (result is None) == (error is None):
-            raise UsageError("give exactly one of --result JSON or --error MESSAGE")
-        value = MISSING if result is None else parse_json_option(result, "--result")
+        value = result_of(result, error)
+        value = MISSING if error is not None else value
         async with inv.engine(db, tools, create=False, absent=no_run(run_id)) as eng:
             view = await eng.resolve_step(run_id, step, result=value, error=error,
                                           reason=reason)

@@ -13,27 +13,13 @@ import typer
 from ..errors import UsageError
 from .bulk import WhereOption, bulk_command, one_or_where
 from .context import Invocation
-from .exits import EXIT_BY_STATUS, fail, freeze_startup_heap, run_async
-from .live import LiveStatus
+from .driving import driving, finish, live_status, resume_command
+from .exits import fail, freeze_startup_heap, run_async
 from .options import (DbOption, FollowOption, JsonOption, LogFormatOption, MaxWaitOption,
-                      ToolsOption, no_run, parse_json_option, read_source, run_log,
+                      ToolsOption, no_run, parse_json_option, run_log,
                       deployed, source_or_none)
 from .output import dumps, stderr, stdout
 from .render import Display, render_outcome
-
-
-def finish(display: Display, outcome: Any, started: float | None = None) -> int:
-    """Report a run outcome; the exit code follows its status."""
-    if display.as_json:
-        stdout(dumps(outcome.to_json()))
-    else:
-        render_outcome(display, outcome, None if started is None else time.monotonic() - started)
-    return EXIT_BY_STATUS.get(outcome.status.value, 0)
-
-
-def live_status(inv: Invocation, label: str, quiet: bool = False) -> LiveStatus:
-    """The live status line for a command that drives runs (off with ``--json``)."""
-    return LiveStatus.for_command(inv.as_json or quiet, label, inv.when)
 
 
 def run(
@@ -159,31 +145,8 @@ def resume(
 ) -> None:
     """Continue one run from its journal: recorded steps replay, the first unrecorded one
     runs. A settled run is shown unchanged. Exit codes as `run`."""
-    inv = Invocation.of(ctx, as_json)
-    go = _driving(inv, db, tools, f"resume {run_id}", max_wait, follow, source,
-                  lambda eng: eng.resume(run_id, source, retry_interrupted=retry_interrupted))
-    raise typer.Exit(run_async(inv, go, source_or_none(source),
-                               str(source) if source else None, run_id))
-
-
-def _driving(inv: Invocation, db: Optional[str], tools: list[str], label: str,
-             max_wait: float, follow: bool, source: Optional[Path],
-             act: Callable[[Any], Awaitable[Any]]) -> Callable[[], Awaitable[int]]:
-    """A command that drives one run: ``act(engine)`` starts it, then ``Engine.settle``
-    keeps it going (short sleeps, ``--follow``) with a live status line, then the report."""
-    display = Display.of(inv)
-    started = time.monotonic()
-
-    async def go() -> int:
-        if source is not None:
-            read_source(source)
-        async with inv.engine(db, tools) as eng:
-            with live_status(inv, label) as live:
-                eng.listeners.append(live.on_event)
-                outcome = await eng.settle(await act(eng), max_wait=max_wait, follow=follow)
-            return finish(display, outcome, started)
-
-    return go
+    raise typer.Exit(resume_command(Invocation.of(ctx, as_json), run_id, source,
+                                    retry_interrupted, tools, db, max_wait, follow))
 
 
 def retry(
@@ -224,7 +187,7 @@ def retry(
     if dry_run:
         raise typer.Exit(run_async(inv, _retry_plan(inv, db, tools, run_id, from_step),
                                    run_id=run_id))
-    go = _driving(inv, db, tools, f"retry {run_id}", max_wait, follow, source,
+    go = driving(inv, db, tools, f"retry {run_id}", max_wait, follow, source,
                   lambda eng: eng.retry(run_id, source, from_step=from_step))
     raise typer.Exit(run_async(inv, go, source_or_none(source),
                                str(source) if source else None, run_id))
@@ -289,7 +252,7 @@ def fork(
             overrides[key] = parse_json_option(value, f"--set {key}")
         return await eng.fork(run_id, from_step, set=overrides, run_id_of_fork=new_run_id)
 
-    go = _driving(inv, db, tools, f"fork {run_id}", max_wait, follow, None, act)
+    go = driving(inv, db, tools, f"fork {run_id}", max_wait, follow, None, act)
     raise typer.Exit(run_async(inv, go, run_id=run_id))
 
 

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Sequence
 
 from typer.core import TyperGroup
 
 from ..errors import UsageError
-from .exits import EXIT_INTERNAL, EXIT_REJECTED, error_json, error_text
+from .exits import EXIT_REJECTED, error_json, error_text, internal_error
 from .output import dumps, stderr, stdout
 
 
@@ -35,11 +34,7 @@ class LashflowGroup(TyperGroup):
     @staticmethod
     def _usage(exc: Exception, argv: list[str]) -> int:
         if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-            if os.environ.get("LASHFLOW_DEBUG"):
-                raise exc
-            stderr(f"error[internal_error]: {type(exc).__name__}: {exc} "
-                   "(set LASHFLOW_DEBUG=1 for the traceback)")
-            return EXIT_INTERNAL
+            return internal_error(exc)
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
             stdout(ctx.get_help())

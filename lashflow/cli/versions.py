@@ -13,6 +13,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from ..durable.selection import FIELDS
 from ..json_text import compact
 from ..states import RUN_STATUSES
 from .context import Invocation
@@ -255,8 +256,7 @@ def upgrade(
     where: Optional[str] = typer.Option(
         None, "--where", metavar="EXPR",
         help="Choose the runs by query instead, e.g. \"process=fulfill and version=2\" "
-             "(as list's filters: status, process, version, parent, error, created, "
-             "updated; runs that have settled are left out)."),
+             f"(fields: {', '.join(FIELDS)}; runs that have settled are left out)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would move; move nothing."),
     tools: List[str] = ToolsOption,
     db: Optional[str] = DbOption,

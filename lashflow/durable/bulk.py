@@ -3,23 +3,24 @@ expression selects (``--where``), a page of runs at a time (ADR 0032).
 
 The runs are counted first (one COUNT), then read newest first in pages of ``PAGE`` by
 the run list's keyset (so rows the action changes, or deletes, never shift the next
-page), and each page is acted on in one transaction where the store has a batch
-statement for it (pause, unpause, cancel, gc); retry and upgrade decide per run (each
-reads its journal) and run ``PARALLEL`` runs of a page at once. A run the action does not
-apply to (a finished run to pause, a waiting one to retry) is counted as skipped. The
-report is updated in place after every page: a progress bar or an HTTP job reads it.
+page), and each page is acted on in one transaction: pause, unpause, cancel and gc are
+a few statements each; retry reads the page with its journals (three statements) and
+decides per run where it restarts, then re-opens them all in one write. Upgrade replays
+each run against the new version (``versions``). Each status change appends its event to
+the run's log in the same transaction (ADR 0038). A run the action does not apply to (a
+finished run to pause, a waiting one to retry) is counted as skipped. The report is
+updated in place after every page: a progress bar or an HTTP job reads it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable
 
 from ..errors import LashflowError, UsageError
 from ..states import PAUSABLE, RUN_STATUSES, SETTLED
-from ..store import RunQuery, Store
+from ..store import JournalEntry, RunQuery, Store
 from ..tools.clock import Clock
 from .operator import RETRYABLE, GC_BATCH, Operator
 from .pauses import Pauses, pause_info
@@ -27,7 +28,6 @@ from .selection import parse_where
 
 ACTIONS = ("cancel", "retry", "pause", "unpause", "gc", "upgrade")
 PAGE = 1000  # runs read, and acted on, per statement
-PARALLEL = 128  # runs of a page retried or upgraded at once (their writes share commits)
 SAMPLE = 20  # run ids a report keeps, for a person to check
 
 ELIGIBLE: dict[str, Callable[[str], bool]] = {
@@ -97,11 +97,10 @@ class Bulk:
         ids: list[str] = []
         page_query = replace(query, limit=PAGE, cursor=None)
         while True:
-            page = await self.store.query_runs(page_query)
-            ids += [run.run_id for run in page.runs]
-            if page.next_cursor is None:
+            states, page_query.cursor = await self.store.run_states(page_query)
+            ids += [run_id for run_id, _ in states]
+            if page_query.cursor is None:
                 return ids
-            page_query.cursor = page.next_cursor
 
     async def run(self, report: BulkReport, query: RunQuery, *, reason: str | None = None,
                   by: str | None = None, to: int | None = None,
@@ -116,23 +115,22 @@ class Bulk:
                 await self._count(report, query)
                 return report
             act = self._action(report, reason, by, to)
+            eligible = ELIGIBLE[report.action]
             page_query = replace(query, limit=PAGE, cursor=None)
             while True:
-                page = await self.store.query_runs(page_query)
-                eligible = ELIGIBLE[report.action]
-                ids = [run.run_id for run in page.runs if eligible(run.status)]
-                acted = ids if report.dry_run and report.action != "upgrade" \
-                    else await act(ids)
-                report.seen += len(page.runs)
+                runs, page_query.cursor = await self._page(report.action, page_query)
+                chosen = [item for run_id, status, item in runs if eligible(status)]
+                acted = [run_id for run_id, status, _ in runs if eligible(status)] \
+                    if report.dry_run and report.action != "upgrade" else await act(chosen)
+                report.seen += len(runs)
                 report.acted += len(acted)
-                report.skipped += len(page.runs) - len(acted)
+                report.skipped += len(runs) - len(acted)
                 report.sample += acted[: max(0, SAMPLE - len(report.sample))]
                 report.seconds = time.monotonic() - began
                 if progress is not None:
                     progress(report)
-                if page.next_cursor is None:
+                if page_query.cursor is None:
                     break
-                page_query.cursor = page.next_cursor
             if report.action == "gc" and not report.dry_run:
                 while await self.store.delete_unreferenced_blobs(GC_BATCH) >= GC_BATCH:
                     pass
@@ -149,6 +147,18 @@ class Bulk:
                 progress(report)
         return report
 
+    async def _page(self, action: str, query: RunQuery
+                    ) -> tuple[list[tuple[str, str, Any]], str | None]:
+        """One page of runs as (run id, status, what the action takes of it: the run's
+        journal for retry, which decides from it where each run restarts, else its id),
+        and the cursor of the next page."""
+        if action == "retry":
+            journals = await self.store.journal_page(query)
+            return ([(e.run.run_id, e.run.status, e) for e in journals.entries],
+                    journals.next_cursor)
+        states, cursor = await self.store.run_states(query)
+        return [(run_id, status, run_id) for run_id, status in states], cursor
+
     async def _count(self, report: BulkReport, query: RunQuery) -> None:
         """A dry run: how many of the runs selected the action applies to, by their
         status (one COUNT), and the first few of them."""
@@ -163,8 +173,9 @@ class Bulk:
         report.state = "done"
 
     def _action(self, report: BulkReport, reason: str | None, by: str | None,
-                to: int | None) -> Callable[[list[str]], Awaitable[list[str]]]:
-        """What one page of eligible run ids goes through; answers those acted on."""
+                to: int | None) -> Callable[[list[Any]], Awaitable[list[str]]]:
+        """What one page of eligible runs (as ``_page`` gives them) goes through; answers
+        the ids acted on."""
         store, now = self.store, self.clock.now
 
         async def pause(ids: list[str]) -> list[str]:
@@ -190,14 +201,8 @@ class Bulk:
             deleted = await store.delete_runs(ids)
             return ids[:deleted]  # the count is what matters; the ids deleted were settled
 
-        async def retry(ids: list[str]) -> list[str]:
-            async def one(run_id: str) -> bool:
-                try:
-                    await self.operator.reopen_for_retry(run_id)
-                    return True
-                except LashflowError:  # changed meanwhile (settled again, held, gone)
-                    return False
-            return await _parallel(ids, one)
+        async def retry(entries: list[JournalEntry]) -> list[str]:
+            return await self.operator.retry_page(entries)
 
         async def upgrade(ids: list[str]) -> list[str]:
             verdicts = await self.upgrade(ids, to, dry_run=report.dry_run)
@@ -206,18 +211,10 @@ class Bulk:
                         and u.from_version != u.to_version]
             return [u.run_id for u in verdicts if u.moved]
 
-        return {"pause": pause, "unpause": unpause, "cancel": cancel, "gc": gc,
-                "retry": retry, "upgrade": upgrade}[report.action]
-
-
-async def _parallel(ids: list[str], one: Callable[[str], Awaitable[bool]]) -> list[str]:
-    """``one`` over ``ids``, ``PARALLEL`` at a time; the ids it answered True for."""
-    done: list[str] = []
-    for start in range(0, len(ids), PARALLEL):
-        chunk = ids[start:start + PARALLEL]
-        results = await asyncio.gather(*(one(run_id) for run_id in chunk))
-        done += [run_id for run_id, ok in zip(chunk, results) if ok]
-    return done
+        actions: dict[str, Callable[[list[Any]], Awaitable[list[str]]]] = {
+            "pause": pause, "unpause": unpause, "cancel": cancel, "gc": gc, "retry": retry,
+            "upgrade": upgrade}
+        return actions[report.action]
 
 
 __all__ = ["ACTIONS", "Bulk", "BulkReport", "PAGE", "Progress"]

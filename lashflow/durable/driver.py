@@ -25,7 +25,7 @@ from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
 from ..interp.values import from_json, to_json
 from ..states import KEPT_PAUSED, SETTLED
-from ..store import Commit, RunChange, RunRecord, Store
+from ..store import Claimed, Commit, RunChange, RunRecord, Store
 from ..telemetry import Telemetry
 from ..tools.clock import Clock
 from .canonical import digest
@@ -219,10 +219,11 @@ class Driver:
 
     # -- driving ---------------------------------------------------------------------------
     async def _drive(self, run_id: str, *, source: str | os.PathLike[str] | None = None,
-                     retry_interrupted: bool = False) -> RunOutcome:
+                     retry_interrupted: bool = False, claimed: Claimed | None = None
+                     ) -> RunOutcome:
         async with Slot(self._slots) as slot:
             _CURRENT_SLOT.set(slot)
-            return await self._claim_and_drive(run_id, source, retry_interrupted)
+            return await self._claim_and_drive(run_id, source, retry_interrupted, claimed)
 
     async def _drive_fresh(self, run: RunRecord, compiled: Compiled) -> RunOutcome:
         """A run this engine just created under its own lease: nothing to read first."""
@@ -230,10 +231,13 @@ class Driver:
             _CURRENT_SLOT.set(slot)
             return await self._drive_claimed(Drive(run, run.generation, compiled), fresh=True)
 
-    async def _claim_and_drive(self, run_id: str, source: Any,
-                               retry_interrupted: bool) -> RunOutcome:
-        # the claim hands back the run as claimed: no read before or after it
-        claimed = await self.store.claim_run(run_id, self.owner, self.lease_ttl, self.clock.now())
+    async def _claim_and_drive(self, run_id: str, source: Any, retry_interrupted: bool,
+                               claimed: Claimed | None = None) -> RunOutcome:
+        # the claim hands back the run as claimed: no read before or after it (a worker
+        # hands over a run its queue's turn claimed already: ``Store.take_queued``)
+        if claimed is None:
+            claimed = await self.store.claim_run(run_id, self.owner, self.lease_ttl,
+                                                 self.clock.now())
         if claimed is None:
             known = await self.reads.require(run_id)  # raises UnknownRun if there is none
             if known.status in SETTLED:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..errors import LashflowError
 from ..store import AttemptRecord, Commit, StepRecord, Store
 from ..tools.attempts import CancelSignal
 from ..tools.clock import Clock
@@ -53,6 +54,16 @@ class RunJournal:
         steps, attempts = held_steps + list(steps), held_attempts + list(attempts)
         await self.store.commit(Commit(self.run_id, self.generation, steps, attempts))
         self.notify_steps(steps)
+
+    async def announce(self, events: list[tuple[str, str, float]]) -> None:
+        """Write events with no row behind them (fenced like every write of the drive);
+        best effort: a drive that lost its lease, or a database away, meets that at its
+        next real write, which matters, so nothing is raised here."""
+        try:
+            with self.store.writing():  # off the loop's thread: a call is running on it
+                await self.store.commit(Commit(self.run_id, self.generation, events=events))
+        except LashflowError:
+            pass
 
     async def flush_held(self) -> None:
         if self.machine.held_steps or self.machine.held_attempts:

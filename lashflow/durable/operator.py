@@ -19,7 +19,9 @@ from typing import Any, Iterable
 
 from ..errors import RunBusy, RunConflict, UnknownStep, UsageError
 from ..states import SETTLED, STOPPED
-from ..store import AttemptRecord, Commit, RunRecord, StepRecord, Store
+from ..store import (
+    AttemptRecord, Commit, JournalEntry, Reopening, RunRecord, StepRecord, Store,
+)
 from ..tools import OutcomeStatus, ToolOutcome
 from ..tools.clock import Clock
 from .replay import retired
@@ -49,6 +51,37 @@ def restart_point(steps: list[StepRecord]) -> tuple[int, list[str]]:
     return start, [s.step_key for s in group if s.seq > start and succeeded(s)]
 
 
+def retry_plan(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRecord],
+               from_step: str | None, now: float) -> tuple[list[StepRecord], Reopening]:
+    """How a retry re-opens ``run``: the steps it retires (in ``show``'s order: those that
+    run again if the code still asks for them), from the step that made it stop
+    (``restart_point``) or ``from_step`` (a step key or the row number ``show`` prints).
+    Their attempts are kept as rows of their own (the step rows they may ride in get
+    rewritten); a retired tool step's completion key is forgotten, so the step waits
+    afresh (a run cancelled while it waited would else meet its cancel)."""
+    retries = run.meta.get("retries") or []
+    shown = display_order(steps)
+    live = [s for s in shown if not retired(s, retries)]
+    keep: list[str] = []
+    if from_step is not None:
+        from_seq = shown[_find_step(shown, from_step, run.run_id)].seq
+    else:
+        from_seq, keep = restart_point(live)
+    again = [s for s in live if s.seq >= from_seq and s.step_key not in keep]
+    keys = {s.step_key for s in again}
+    kept = [AttemptRecord(a.run_id, a.step_key, a.attempt, a.status, a.code, a.message,
+                          a.detail, a.started_at, a.finished_at)
+            for a in attempts if a.step_key in keys]
+
+    def record(meta: dict[str, Any]) -> None:
+        entry: dict[str, Any] = {"from_seq": from_seq, "at": now}
+        if keep:
+            entry["keep"] = keep
+        meta.setdefault("retries", []).append(entry)
+    forget = sorted(s.step_key for s in again if s.kind == "tool")
+    return again, Reopening(run.run_id, record, forget, kept)
+
+
 class Operator:
     def __init__(self, store: Store, clock: Clock, reads: Reads) -> None:
         self.store = store
@@ -57,12 +90,8 @@ class Operator:
 
     async def reopen_for_retry(self, run_id: str, from_step: str | None = None, *,
                                dry_run: bool = False) -> list[StepRecord]:
-        """Put a failed, cancelled or needs_attention run back in the queue, retiring the
-        step that made it stop (``restart_point``), or ``from_step`` (a step key or the
-        row number ``show`` prints), and every step after it. Returns the retired steps,
-        in ``show``'s order: those that run again if the code still asks for them.
-        ``dry_run``: change nothing. A retired step's completion key is forgotten, so the
-        step waits afresh (a run cancelled while it waited would else meet its cancel)."""
+        """Put a failed, cancelled or needs_attention run back in the queue as
+        ``retry_plan`` says; the steps it retires. ``dry_run``: change nothing."""
         run = await self.reads.require(run_id)
         if run.status not in RETRYABLE:
             hint = ("; `lashflow resume` continues a run that has not stopped"
@@ -71,34 +100,22 @@ class Operator:
                              f"needs_attention run can be retried{hint}",
                              code="run_not_retryable")
         steps, attempts = await self.store.load_journal(run_id)
-        retries = run.meta.get("retries") or []
-        shown = display_order(steps)
-        live = [s for s in shown if not retired(s, retries)]
-        keep: list[str] = []
-        if from_step is not None:
-            from_seq = shown[_find_step(shown, from_step, run_id)].seq
-        else:
-            from_seq, keep = restart_point(live)
-        again = [s for s in live if s.seq >= from_seq and s.step_key not in keep]
+        now = self.clock.now()
+        again, reopening = retry_plan(run, steps, attempts, from_step, now)
         if dry_run:
             return again
-        keys = {s.step_key for s in again}
-        kept = [AttemptRecord(a.run_id, a.step_key, a.attempt, a.status, a.code, a.message,
-                              a.detail, a.started_at, a.finished_at)
-                for a in attempts if a.step_key in keys]
-        if kept:  # as rows of their own: the step rows they may ride in get rewritten
-            await self.store.commit(Commit(run_id, None, attempts=kept))
-        now = self.clock.now()
-
-        def record(meta: dict[str, Any]) -> None:
-            entry: dict[str, Any] = {"from_seq": from_seq, "at": now}
-            if keep:
-                entry["keep"] = keep
-            meta.setdefault("retries", []).append(entry)
-        forget = sorted(s.step_key for s in again if s.kind == "tool")
-        if not await self.store.reopen_run(run_id, now, record, forget=forget):
+        if not await self.store.reopen_runs([reopening], now):
             raise RunBusy(f"run {run_id} changed while it was being retried; look again")
         return again
+
+    async def retry_page(self, entries: list[JournalEntry]) -> list[str]:
+        """Retry each of a page of stopped runs (read with their journals) from where it
+        stopped, all in one transaction; the ids re-opened (a run that changed
+        meanwhile, or whose journal cannot be trusted, is left as it is)."""
+        now = self.clock.now()
+        plans = [retry_plan(e.run, e.steps, e.attempts, None, now)[1] for e in entries
+                 if e.journal_error is None and e.run.status in RETRYABLE]
+        return await self.store.reopen_runs(plans, now)
 
     async def fork(self, run_id: str, from_step: str, overrides: dict[str, Any],
                    new_run_id: str | None = None) -> str:
@@ -222,4 +239,4 @@ def _find_step(steps: list[StepRecord], wanted: str, run_id: str) -> int:
                          if steps else " (it has no steps yet)"))
 
 
-__all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "restart_point"]
+__all__ = ["GC_BATCH", "GcReport", "Operator", "collect", "restart_point", "retry_plan"]

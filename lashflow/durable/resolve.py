@@ -17,7 +17,7 @@ from ..errors import RunBusy, UsageError
 from ..interp.schema import first_failure
 from ..json_kinds import check_json_text
 from ..states import STOPPED
-from ..store import AttemptRecord, Commit, StepRecord, Store
+from ..store import AttemptRecord, Commit, Reopening, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools import ToolOutcome, ToolResult
 from ..tools.completion import Resolution
@@ -140,7 +140,7 @@ class Resolver:
             await self.store.update_meta(run_id, note)
             await self.store.mark_due(run_id, now)
             return
-        if not await self.store.reopen_run(run_id, now, note, forget=[record.step_key]):
+        if not await self.store.reopen_runs([Reopening(run_id, note, [record.step_key])], now):
             raise RunBusy(f"run {run_id} changed while its step was being resolved; look "
                           "again (the step's outcome is recorded)")
 

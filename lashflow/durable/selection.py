@@ -2,7 +2,8 @@
 
 An expression is conditions joined by ``and`` (or plain spaces), each ``FIELD OP VALUE``:
 ``status=failed,cancelled and process=fulfill and error=tool_failed and created<7d``.
-Fields: status, process, version, parent, error (the error code), created, updated.
+Fields: status, process, version, queue, key (a queue's key), parent, error (the error
+code), created, updated.
 ``=`` takes one value or several separated by commas (any of them); ``!=`` is offered
 for status; ``<`` and ``>`` compare created/updated with a time (ISO 8601, epoch
 seconds, or an age such as 30m, 2h, 7d: that long ago). ``all`` selects every run.
@@ -21,13 +22,15 @@ from ..errors import UsageError
 from ..states import RUN_STATUSES
 from ..store import RunQuery
 
-FIELDS = ("status", "process", "version", "parent", "error", "created", "updated")
+FIELDS = ("status", "process", "version", "queue", "key", "parent", "error", "created",
+          "updated")
+EXAMPLE = "status=failed and process=fulfill and error=tool_failed and created<7d"
+SINGLE = {"parent": "parent", "queue": "queue", "key": "key"}  # field -> RunQuery's name
 _TERM = re.compile(r"""\s*(?P<field>[A-Za-z_]+)\s*(?P<op><=|>=|!=|=|<|>)\s*
                        (?P<value>"[^"]*"|'[^']*'|[^\s"']+)""", re.X)
 _AND = re.compile(r"\s*(?:\band\b|,)?\s*", re.I)
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-HINT = ("conditions such as status=failed process=fulfill error=tool_failed created<7d, "
-        "joined by `and`; fields: " + ", ".join(FIELDS))
+HINT = f"conditions such as {EXAMPLE}; fields: {', '.join(FIELDS)}"
 
 
 def parse_age(text: str, option: str) -> float:
@@ -109,10 +112,10 @@ def _apply(query: RunQuery, field: str, op: str, value: str, now: float) -> RunQ
         if not all(v.isdigit() for v in values):
             raise UsageError(f"{where}: a version is a number")
         changes["versions"] = tuple(int(v) for v in values)
-    elif field == "parent":
+    elif field in SINGLE:
         if len(values) != 1:
-            raise UsageError(f"{where}: one parent run")
-        changes["parent"] = values[0]
+            raise UsageError(f"{where}: one {field} (several are not offered)")
+        changes[SINGLE[field]] = values[0]
     else:
         changes["error_codes"] = values
     return replace(query, **changes)
@@ -126,4 +129,4 @@ def _statuses(values: tuple[str, ...], where: str) -> tuple[str, ...]:
     return values
 
 
-__all__ = ["FIELDS", "parse_age", "parse_when", "parse_where"]
+__all__ = ["EXAMPLE", "FIELDS", "parse_age", "parse_when", "parse_where"]

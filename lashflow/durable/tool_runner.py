@@ -20,6 +20,7 @@ from ..interp.effects import ToolCall as ToolCallEffect
 from ..lang.catalog import Catalog
 from ..lang.names import resource_type_name
 from ..store import AttemptRecord, StepRecord, Store
+from ..store.events import announced
 from ..telemetry import Telemetry
 from ..tools import (
     CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,
@@ -99,6 +100,9 @@ class StoreCompletionStorage:
 # --------------------------------------------------------------------------- attempt journal
 
 
+ANNOUNCE_AFTER = 0.05  # s: an idempotent call running this long gets its started event
+
+
 class RunAttemptJournal:
     """``AttemptJournal`` for one run's batch.
 
@@ -115,6 +119,7 @@ class RunAttemptJournal:
         self.tails = tails  # steps of tools whose budget keeps the tail (``output_tail``)
         self.starts: dict[tuple[str, int], float] = {}
         self.durable_starts: set[tuple[str, int]] = set()
+        self._announcing: dict[tuple[str, int], asyncio.TimerHandle | asyncio.Future[None]] = {}
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so
         # a crash loses only the calls still running (a lone call's outcome is held and
@@ -148,8 +153,37 @@ class RunAttemptJournal:
             self.durable_starts.add((step_key, attempt))
             await self.journal.commit([self.step(step_key, "started", None)],
                                    [self._attempt(step_key, attempt, None, at)])
+        else:  # nothing written: a call still running after a while is announced
+            self._announcing[(step_key, attempt)] = asyncio.get_running_loop().call_later(
+                ANNOUNCE_AFTER, self._announce, step_key, attempt, at)
+
+    def _announce(self, step_key: str, attempt: int, at: float) -> None:
+        call, _ = self.calls[step_key]
+        known = self.machine.steps.get(step_key)  # its row number, if it has a row
+        step = StepRecord(self.journal.run_id, step_key, "tool",
+                          f"{call.module}.{call.operation}", status="started",
+                          seq=known.seq if known is not None else 0, created_at=at,
+                          updated_at=at)
+        event = announced(step, self._attempt(step_key, attempt, None, at))
+        self._announcing[(step_key, attempt)] = asyncio.ensure_future(
+            self.journal.announce([event]))
+
+    async def _announced(self, step_key: str, attempt: int) -> None:
+        """The call's announcement is written before its outcome, or never."""
+        pending = self._announcing.pop((step_key, attempt), None)
+        if isinstance(pending, asyncio.TimerHandle):
+            pending.cancel()
+        elif pending is not None:
+            await pending
+
+    def close(self) -> None:
+        """The batch is over (or was cancelled): no announcement may come after it."""
+        for pending in self._announcing.values():
+            pending.cancel()
+        self._announcing.clear()
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
+        await self._announced(step_key, attempt)
         record = self._attempt(step_key, attempt, outcome)
         if outcome.final:
             # first attempt, nothing written for it yet, nothing beyond the outcome to keep
@@ -371,16 +405,21 @@ class ToolRunner:
         if self.events:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [f"{c.module}.{c.name}" for c in planned]})
-        if attempts_journal.eager:
-            # While several calls are in flight no commit may block the loop they share: a
-            # second registered writer sends every commit through the store's writer thread.
-            with self.store.writing():
+        try:
+            if attempts_journal.eager:
+                # While several calls are in flight no commit may block the loop they
+                # share: a second registered writer sends every commit through the store's
+                # writer thread.
+                with self.store.writing():
+                    results = await self.dispatcher.batch(planned, run_id=journal.run_id,
+                                                          journal=attempts_journal,
+                                                          cancel=cancel)
+                    await attempts_journal.durable()  # before any member's answer is used
+            else:  # a lone call commits nothing of its own (its outcome is held, ADR 0009)
                 results = await self.dispatcher.batch(planned, run_id=journal.run_id,
                                                       journal=attempts_journal, cancel=cancel)
-                await attempts_journal.durable()  # before any member's answer is used
-        else:  # a lone call commits nothing of its own (its outcome is held, ADR 0009)
-            results = await self.dispatcher.batch(planned, run_id=journal.run_id,
-                                                  journal=attempts_journal, cancel=cancel)
+        finally:
+            attempts_journal.close()
         answers: list[Any] = []
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []

@@ -16,10 +16,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingTools, RunBusy, UnknownRun
-from ..store import Store
+from ..store import Claimed, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .driver import Driver
+from .outcome import RunOutcome
 from .ratelimits import due_at
 from .reads import Reads
 from .tool_runner import ToolRunner
@@ -54,6 +55,7 @@ class Worker:
         driven = 0
         idle_since = time.monotonic()
         stopper = asyncio.ensure_future(stop.wait())
+        waiter: asyncio.Future[None] | None = None
         firing = asyncio.ensure_future(self.scheduler.loop(stop)) \
             if schedules and self.scheduler is not None else None
         try:
@@ -61,27 +63,34 @@ class Worker:
                 free = slots - len(inflight)
                 rate_wait: float | None = None
                 if free > 0:
-                    # Other workers list the same oldest runs: each takes a random few of
-                    # a wider window, so they seldom race for the same claim. Runs of
-                    # queues come first, in the order their queues rank them (ADR 0031).
+                    # Runs of queues come first: the new ones their queues' turn claims
+                    # for this worker at once (ADR 0037), then those being resumed, in
+                    # the order their queues rank them. Other workers list the same
+                    # oldest unqueued runs: each takes a random few of a wider window,
+                    # so they seldom race for the same claim.
                     now = self.clock.now()
-                    ready = await self.store.claimable(now, limit=4 * free + len(inflight))
-                    queued, allowed_at = await self.store.queue_claimable(
-                        now, limit=free + len(inflight))
-                    if stop.is_set():
-                        break  # stopped while listing: claim nothing more
+                    later = {r for r, at in skipped.items() if at > time.monotonic()}
+                    take = await self.store.take_queued(
+                        now, free, self.driver.owner, self.driver.lease_ttl, skip=later)
+                    for claimed in take.claimed:
+                        run_id = claimed.run.run_id
+                        inflight[run_id] = asyncio.ensure_future(
+                            self._work_one(run_id, skipped, retry_skipped, claimed))
+                        driven += 1
+                    ready = [] if stop.is_set() else await self.store.claimable(
+                        now, limit=4 * free + len(inflight))
                     if len(ready) > free:
                         random.shuffle(ready)
-                    if allowed_at is not None:  # a rate: look again the moment it allows
-                        rate_wait = max(0.0, allowed_at - self.clock.now())
-                    for run_id in queued + ready:
-                        if run_id in inflight or skipped.get(run_id, 0.0) > time.monotonic():
+                    if take.allowed_at is not None:  # a rate: look again when it allows
+                        rate_wait = max(0.0, take.allowed_at - self.clock.now())
+                    for run_id in take.listed + ready:
+                        if stop.is_set() or len(inflight) >= slots:
+                            break  # stopped while listing: claim nothing more
+                        if run_id in inflight or run_id in later:
                             continue
                         inflight[run_id] = asyncio.ensure_future(
                             self._work_one(run_id, skipped, retry_skipped))
                         driven += 1
-                        if len(inflight) >= slots:
-                            break
                 if inflight:
                     idle_since = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
@@ -103,10 +112,12 @@ class Worker:
                         log.error("run %s: %s", run_id, getattr(failure, "message", failure))
                         skipped[run_id] = time.monotonic() + min(retry_skipped, 2.0)
         finally:
-            stopper.cancel()
-            if firing is not None:
-                firing.cancel()
-                await asyncio.gather(firing, return_exceptions=True)
+            # every task this loop made ends before it returns: a wait left pending would
+            # outlive the store it waits on
+            helpers = [t for t in (stopper, waiter, firing) if t is not None]
+            for t in helpers:
+                t.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
             self.driver.begin_drain()
             try:
                 if inflight:
@@ -115,8 +126,13 @@ class Worker:
                 self.driver.end_drain()
         return driven
 
-    async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float) -> None:
+    async def _work_one(self, run_id: str, skipped: dict[str, float], retry_after: float,
+                        claimed: Claimed | None = None) -> None:
         try:
+            if claimed is not None:  # claimed for us already: drive it
+                self.tools.load_for_run(claimed.run)
+                self._note_due(await self.driver.spawn(run_id, claimed=claimed))
+                return
             run = await self.reads.require(run_id)
             now = self.clock.now()
             if run.status == "waiting" and (run.wake_at is None or run.wake_at > now):
@@ -127,14 +143,17 @@ class Worker:
             self.tools.load_for_run(run)
             # through the driver's task registry: a run this process already drives (a
             # child it started, a parent it woke) is joined, never driven twice at once
-            outcome = await self.driver.spawn(run_id)
-            due = [at for wait in outcome.waiting if (at := due_at(wait)) is not None]
-            if due and len(self._due) < MAX_DUE:
-                heapq.heappush(self._due, min(due))
+            self._note_due(await self.driver.spawn(run_id))
         except MissingTools:
             skipped[run_id] = time.monotonic() + retry_after
         except (RunBusy, UnknownRun):
             pass
+
+    def _note_due(self, outcome: RunOutcome) -> None:
+        """Remember when a run this worker parked comes due on its own."""
+        due = [at for wait in outcome.waiting if (at := due_at(wait)) is not None]
+        if due and len(self._due) < MAX_DUE:
+            heapq.heappush(self._due, min(due))
 
 
 __all__ = ["Worker"]

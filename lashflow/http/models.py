@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..durable.selection import EXAMPLE, FIELDS
 from ..durable.outcome import AttemptView, CompletionInfo, RunError, RunPage, RunSummary, Wait
 from ..states import RunStatus
 
@@ -78,9 +79,8 @@ class BulkBody(_Body):
     """A bulk action over every run ``where`` selects (``lashflow cancel --where``...)."""
 
     action: Literal["cancel", "retry", "pause", "unpause", "gc", "upgrade"]
-    where: str = Field(description="Conditions joined by `and`, e.g. \"status=failed and "
-                       "process=fulfill and created<7d\" (fields: status, process, version, "
-                       "parent, error, created, updated), or `all`.")
+    where: str = Field(description=f"Conditions joined by `and`, e.g. \"{EXAMPLE}\" "
+                       f"(fields: {', '.join(FIELDS)}), or `all`.")
     dry_run: bool = Field(False, description="Count what would be acted on; change nothing.")
     reason: str | None = Field(None, description="cancel, pause: why (kept and shown).")
     by: str | None = Field(None, description="pause: who (default: \"api\" and the "

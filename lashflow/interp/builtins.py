@@ -38,7 +38,7 @@ def empty(x: Any) -> bool:
     raise type_error("`empty` requires a string, tuple, list, record, or null")
 
 
-def keys(r: Any) -> list:
+def keys(r: Any) -> list[Any]:
     if type(r) is dict:
         charge(len(r))
         return list(r)
@@ -47,7 +47,7 @@ def keys(r: Any) -> list:
     raise type_error("`keys` requires a record or null")
 
 
-def values(r: Any) -> list:
+def values(r: Any) -> list[Any]:
     if type(r) is dict:
         charge(len(r))
         return list(r.values())
@@ -123,7 +123,7 @@ def ends_with(s: Any, p: Any) -> bool:
     return src.endswith(suffix)
 
 
-def split(s: Any, sep: Any) -> list:
+def split(s: Any, sep: Any) -> list[Any]:
     src, on = text(s), text(sep)
     charge(len(src))
     if on == "":  # Rust: empty pattern matches around every char
@@ -163,7 +163,7 @@ def _rust_lines(src: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def grep_text(s: Any, needle: Any) -> list:
+def grep_text(s: Any, needle: Any) -> list[Any]:
     src, pat = text(s), text(needle)
     if pat == "":
         raise value_error("`grep_text` needle must not be empty")
@@ -201,7 +201,7 @@ def slice_(x: Any, start: Any, end: Any) -> Any:
     return x[lo:hi] if lo < hi else x[0:0]
 
 
-def push(xs: Any, item: Any) -> list:
+def push(xs: Any, item: Any) -> list[Any]:
     if type(xs) is not list:
         raise type_error("`push` requires a list as the first argument")
     charge(len(xs))
@@ -222,7 +222,7 @@ def _range_int(v: Any) -> int:
     return min(int(v), _I64_HIGH)
 
 
-def range_(*args: Any) -> list:
+def range_(*args: Any) -> list[Any]:
     ints = [_range_int(a) for a in args]
     if len(ints) == 1:
         ints = [0, ints[0], 1]

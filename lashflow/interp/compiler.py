@@ -18,7 +18,7 @@ from lashflow.lang import ast
 from lashflow.interp import ops
 from lashflow.interp.exprs import ExprCompiler, Scope, children, is_pure, span_of
 from lashflow.interp.instructions import BatchCall, BatchPlan, Label, materialise
-from lashflow.interp.stmts import StmtCompiler, stmt_is_pure
+from lashflow.interp.stmts import StmtCompiler, growth_of, stmt_is_pure
 from lashflow.interp.values import Resource
 from lashflow.lang.names import resource_type_name
 
@@ -33,7 +33,7 @@ class Entry:
     slot_names: list[str]
     slots: dict[str, int]
     params: list[str]
-    listing: list[tuple] = field(default_factory=list)  # symbolic form, for debugging
+    listing: list[tuple[Any, ...]] = field(default_factory=list)  # symbolic form, for debugging
 
 
 @dataclass(slots=True)
@@ -132,7 +132,7 @@ class EntryCompiler:
             self.scope.slot(p)
         self.exprs = ExprCompiler(self.scope)
         self.stmts = StmtCompiler(self.exprs)
-        self.ops: list[tuple] = []
+        self.ops: list[tuple[Any, ...]] = []
         self.spans: list[tuple[int, int] | None] = []
         self.span: tuple[int, int] | None = None
 
@@ -175,6 +175,13 @@ class EntryCompiler:
         self.span = span_of(s)
         t = type(s)
         if t is ast.Assign:
+            growth = growth_of(s, self.scope.fallbacks)
+            if growth is not None:
+                operand, pushing = growth
+                self.expr(operand)
+                self.span = span_of(s)
+                self.emit("grow", self.scope.slot(s.name), s.name, pushing)
+                return
             for st in s.steps:
                 if type(st) is ast.IndexStep:
                     self.expr(st.index)
@@ -380,7 +387,7 @@ class EntryCompiler:
                 self.emit("append_acc", depth)
                 return
             c = node.clauses[i]
-            if type(c) is ast.CompIf:
+            if isinstance(c, ast.CompIf):
                 self.branch_if_false(c.cond, cont if cont is not None else end)
                 clause(i + 1, depth, cont)
                 return
@@ -444,7 +451,7 @@ def _fanout_call(node: ast.Comprehension, exprs: ExprCompiler) -> BatchCall | No
     direct = _direct_call(node.element)
     if direct is None:
         return None
-    clause_parts = [c.cond if type(c) is ast.CompIf else c.iterable for c in node.clauses]
+    clause_parts = [c.cond if isinstance(c, ast.CompIf) else c.iterable for c in node.clauses]
     if not all(is_pure(p) for p in clause_parts):
         return None
     try:

@@ -8,7 +8,7 @@ falls back to ``ops``. Variables live in list slots resolved at compile time.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from lashflow.lang import ast
 from lashflow.interp import ops
@@ -18,7 +18,7 @@ from lashflow.interp.limits import ACTIVE, check_seq, counted, iterable_items
 from lashflow.interp.schema import TYPE_KEY, schema_of
 from lashflow.interp.values import UNSET, truthy
 
-Closure = Callable[[list], Any]
+Closure = Callable[[list[Any]], Any]
 
 
 def children(node: Any) -> list[Any]:
@@ -215,12 +215,12 @@ class ExprCompiler:
         fallback = self.scope.fallbacks.get(name, UNSET)
         span = span_of(node)
         if fallback is not UNSET:
-            def f(env: list) -> Any:
+            def f(env: list[Any]) -> Any:
                 v = env[s]
                 return fallback if v is UNSET else v
             return f
 
-        def g(env: list) -> Any:
+        def g(env: list[Any]) -> Any:
             v = env[s]
             if v is UNSET:
                 raise LashRuntimeError("UndefinedVariable", f"unknown name `{name}`", span)
@@ -249,7 +249,7 @@ class ExprCompiler:
         if not pairs:
             return lambda env: {}
 
-        def f(env: list) -> dict:
+        def f(env: list[Any]) -> dict[str, Any]:
             out = {}
             for k, fn in pairs:
                 out[k] = fn(env)
@@ -260,7 +260,7 @@ class ExprCompiler:
         texpr = node.type
         scope = self.scope
 
-        def f(env: list) -> dict:
+        def f(env: list[Any]) -> dict[str, Any]:
             def resolve(name: str) -> Any:
                 s = scope.slots.get(name)
                 v = UNSET if s is None else env[s]
@@ -276,16 +276,16 @@ class ExprCompiler:
     def comprehension(self, clauses: list[Any], element: Closure) -> Closure:
         """The list of ``element(env)`` for every binding the ``for``/``if`` clauses make
         (a fan-out passes an element that computes a call's target instead of a value)."""
-        def innermost(env: list, out: list) -> None:
+        def innermost(env: list[Any], out: list[Any]) -> None:
             out.append(element(env))
 
-        body: Callable[[list, list], None] = innermost
+        body: Callable[[list[Any], list[Any]], None] = innermost
         for clause in reversed(clauses):
             body = self._clause(clause, body)
         run = body
 
-        def f(env: list) -> list:
-            out: list = []
+        def f(env: list[Any]) -> list[Any]:
+            out: list[Any] = []
             building = ACTIVE.building
             building.append(out)
             try:
@@ -295,18 +295,18 @@ class ExprCompiler:
             return check_seq(out)
         return f
 
-    def _clause(self, clause: Any, inner: Callable[[list, list], None]) -> Callable[[list, list], None]:
+    def _clause(self, clause: Any, inner: Callable[[list[Any], list[Any]], None]) -> Callable[[list[Any], list[Any]], None]:
         if type(clause) is ast.CompIf:
             cond = self.cond(clause.cond)
 
-            def when(env: list, out: list) -> None:
+            def when(env: list[Any], out: list[Any]) -> None:
                 if cond(env):
                     inner(env, out)
             return when
         s = self.scope.slot(clause.var)
         bounds = self.range_args(clause.iterable)
         if bounds is not None:
-            def over_range(env: list, out: list) -> None:
+            def over_range(env: list[Any], out: list[Any]) -> None:
                 r = range_bounds([b(env) for b in bounds])
                 saved = env[s]
                 for i in counted(r):
@@ -316,7 +316,7 @@ class ExprCompiler:
             return over_range
         iterable = self.expr(clause.iterable)
 
-        def over_items(env: list, out: list) -> None:
+        def over_items(env: list[Any], out: list[Any]) -> None:
             items = iterable_items(iterable(env))
             saved = env[s]
             for x in counted(items):
@@ -338,9 +338,9 @@ class ExprCompiler:
         name = node.name
         s = self._slot_of(node.obj)
         if s is not None:
-            var = node.obj.name
+            var = cast(ast.Name, node.obj).name
 
-            def fs(env: list) -> Any:
+            def fs(env: list[Any]) -> Any:
                 v = env[s]
                 if type(v) is dict:
                     return v.get(name)
@@ -350,7 +350,7 @@ class ExprCompiler:
             return fs
         obj = self.expr(node.obj)
 
-        def f(env: list) -> Any:
+        def f(env: list[Any]) -> Any:
             v = obj(env)
             if type(v) is dict:
                 return v.get(name)
@@ -361,7 +361,7 @@ class ExprCompiler:
         obj, idx = self.expr(node.obj), self.expr(node.index)
         get = ops.get_index
 
-        def f(env: list) -> Any:
+        def f(env: list[Any]) -> Any:
             v = obj(env)
             i = idx(env)
             if type(v) is list and type(i) is float and 0.0 <= i < len(v):
@@ -386,7 +386,7 @@ class ExprCompiler:
             operand = self.expr(node.operand)
             neg = ops.neg
 
-            def f(env: list) -> Any:
+            def f(env: list[Any]) -> Any:
                 v = operand(env)
                 return -v if type(v) is float else neg(v)
             return f
@@ -408,7 +408,7 @@ class ExprCompiler:
                 c = float(node.right.value)
                 s = self._slot_of(node.left)
                 if s is not None:
-                    return _MOD_MAKERS["make_sc"](s, c, slow, node.left.name)
+                    return _MOD_MAKERS["make_sc"](s, c, slow, cast(ast.Name, node.left).name)
                 return _MOD_MAKERS["make_ec"](self.expr(node.left), c, slow)
             l, r = self.expr(node.left), self.expr(node.right)
             return lambda env: slow(l(env), r(env))
@@ -419,11 +419,11 @@ class ExprCompiler:
             const = float(const)
             s = self._slot_of(node.left)
             if s is not None:
-                return makers["make_sc"](s, const, slow, node.left.name)
+                return makers["make_sc"](s, const, slow, cast(ast.Name, node.left).name)
             return makers["make_ec"](self.expr(node.left), const, slow)
         s1, s2 = self._slot_of(node.left), self._slot_of(node.right)
         if s1 is not None and s2 is not None:
-            return makers["make_ss"](s1, s2, slow, node.left.name, node.right.name)
+            return makers["make_ss"](s1, s2, slow, cast(ast.Name, node.left).name, cast(ast.Name, node.right).name)
         return makers["make_ee"](self.expr(node.left), self.expr(node.right), slow)
 
     def c_Ternary(self, node: ast.Ternary) -> Closure:
@@ -435,7 +435,7 @@ def builtin_caller(name: str, fns: list[Closure]) -> Closure:
     """A closure evaluating the args left to right, then calling builtin ``name``."""
     entry = BUILTINS.get(name)
     if entry is None:
-        def unknown(env: list) -> Any:
+        def unknown(env: list[Any]) -> Any:
             for f in fns:
                 f(env)
             raise LashRuntimeError("UnknownBuiltin", f"unknown builtin `{name}`")
@@ -443,7 +443,7 @@ def builtin_caller(name: str, fns: list[Closure]) -> Closure:
     fn = entry[0]
     problem = arity_error(name, len(fns))
     if problem is not None:
-        def wrong(env: list) -> Any:
+        def wrong(env: list[Any]) -> Any:
             for f in fns:
                 f(env)
             raise type_error(problem)

@@ -14,17 +14,18 @@ from typing import Any, Callable
 from lashflow.errors import LimitExceeded
 from lashflow.interp import effects as fx
 from lashflow.interp import ops
+from lashflow.interp.builtins import push as push_builtin
 from lashflow.interp.builtins import range_bounds
 from lashflow.interp.errors import LashRuntimeError, type_error, value_error
 from lashflow.interp.exprs import call_builtin
 from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
 from lashflow.interp.stmts import BREAK
-from lashflow.interp.values import Resource, display, to_json, truthy
+from lashflow.interp.values import UNSET, Resource, display, to_json, truthy
 
 # What the VM does with the host's answer to the pending effect.
 WRAPPER, BATCH, HANDLE, PAYLOAD, NONE, DISCARD, TERMINAL = range(7)
 
-Instruction = Callable[[list, list, Any], int]
+Instruction = Callable[[list[Any], list[Any], Any], int]
 
 
 class Label:
@@ -73,7 +74,7 @@ class AwaitJoin:
         return _rebuild(self.value, iter(self.results))
 
 
-def _is_handle_record(v: dict) -> bool:
+def _is_handle_record(v: dict[str, Any]) -> bool:
     return "__handle__" in v or "handle" in v
 
 
@@ -114,7 +115,7 @@ class BatchCall:
         self.receiver, self.module, self.operation = receiver, module, operation
         self.args, self.unwrap, self.span, self.each = args, unwrap, span, each
 
-    def target(self, env: list) -> tuple[str, list[Any]]:
+    def target(self, env: list[Any]) -> tuple[str, list[Any]]:
         """The module this call goes to and its argument values, in ``env``."""
         mod = self.module if self.module is not None else receiver_module(self.receiver(env),
                                                                           self.operation)
@@ -150,7 +151,7 @@ def receiver_module(receiver: Any, operation: str) -> str:
     raise type_error(f"receiver for operation `{operation}` is not a module authority")
 
 
-def _take(stack: list, n: int) -> list:
+def _take(stack: list[Any], n: int) -> list[Any]:
     if n == 0:
         return []
     items = stack[-n:]
@@ -163,12 +164,14 @@ def _take(stack: list, n: int) -> list:
 def i_pure(pc: int, span: Any, fn: Any, brk: int | None, cont: int | None) -> Instruction:
     nxt = pc + 1
     if brk is None:
-        def run(env: list, stack: list, vm: Any) -> int:
+        def run(env: list[Any], stack: list[Any], vm: Any) -> int:
             fn(env)
             return nxt
         return run
 
-    def run_in_loop(env: list, stack: list, vm: Any) -> int:
+    assert cont is not None  # a loop gives both of its labels
+
+    def run_in_loop(env: list[Any], stack: list[Any], vm: Any) -> int:
         r = fn(env)
         if r is None:
             return nxt
@@ -181,7 +184,7 @@ def i_jump(pc: int, span: Any, target: int) -> Instruction:
 
 
 def i_loop(pc: int, span: Any, target: int) -> Instruction:
-    def back(env: list, stack: list, vm: Any) -> int:
+    def back(env: list[Any], stack: list[Any], vm: Any) -> int:
         m = ACTIVE
         n = m.steps - 1
         m.steps = n
@@ -204,7 +207,7 @@ def i_pop_jump_if_not(pc: int, span: Any, target: int) -> Instruction:
 def i_push(pc: int, span: Any, fn: Any) -> Instruction:
     nxt = pc + 1
 
-    def push(env: list, stack: list, vm: Any) -> int:
+    def push(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.append(fn(env))
         return nxt
     return push
@@ -213,7 +216,7 @@ def i_push(pc: int, span: Any, fn: Any) -> Instruction:
 def i_pop(pc: int, span: Any) -> Instruction:
     nxt = pc + 1
 
-    def pop(env: list, stack: list, vm: Any) -> int:
+    def pop(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.pop()
         return nxt
     return pop
@@ -222,17 +225,17 @@ def i_pop(pc: int, span: Any) -> Instruction:
 def i_store(pc: int, span: Any, slot: int) -> Instruction:
     nxt = pc + 1
 
-    def store(env: list, stack: list, vm: Any) -> int:
+    def store(env: list[Any], stack: list[Any], vm: Any) -> int:
         env[slot] = stack.pop()
         return nxt
     return store
 
 
-def i_store_path(pc: int, span: Any, slot: int, name: str, steps: list) -> Instruction:
+def i_store_path(pc: int, span: Any, slot: int, name: str, steps: list[tuple[bool, Any]]) -> Instruction:
     nxt = pc + 1
     n_index = sum(1 for is_field, _ in steps if not is_field)
 
-    def store_path(env: list, stack: list, vm: Any) -> int:
+    def store_path(env: list[Any], stack: list[Any], vm: Any) -> int:
         value = stack.pop()
         indexes = iter(_take(stack, n_index))
         keys = [(f, k if f else next(indexes)) for f, k in steps]
@@ -241,10 +244,25 @@ def i_store_path(pc: int, span: Any, slot: int, name: str, steps: list) -> Instr
     return store_path
 
 
+def i_grow(pc: int, span: Any, slot: int, name: str, pushing: bool) -> Instruction:
+    """``xs = xs + x`` / ``xs = push(xs, x)`` with ``x`` on the stack (see ``growth_of``)."""
+    nxt = pc + 1
+    fn = push_builtin if pushing else ops.add
+
+    def grow(env: list[Any], stack: list[Any], vm: Any) -> int:
+        x = stack.pop()
+        xs = env[slot]
+        if xs is UNSET:
+            raise ops.undefined(name)
+        env[slot] = fn(xs, x)
+        return nxt
+    return grow
+
+
 def i_binop(pc: int, span: Any, fn: Any) -> Instruction:
     nxt = pc + 1
 
-    def binop(env: list, stack: list, vm: Any) -> int:
+    def binop(env: list[Any], stack: list[Any], vm: Any) -> int:
         b = stack.pop()
         stack[-1] = fn(stack[-1], b)
         return nxt
@@ -254,7 +272,7 @@ def i_binop(pc: int, span: Any, fn: Any) -> Instruction:
 def i_unop(pc: int, span: Any, fn: Any) -> Instruction:
     nxt = pc + 1
 
-    def unop(env: list, stack: list, vm: Any) -> int:
+    def unop(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack[-1] = fn(stack[-1])
         return nxt
     return unop
@@ -263,7 +281,7 @@ def i_unop(pc: int, span: Any, fn: Any) -> Instruction:
 def i_short_circuit(pc: int, span: Any, is_and: bool, target: int) -> Instruction:
     nxt = pc + 1
 
-    def short(env: list, stack: list, vm: Any) -> int:
+    def short(env: list[Any], stack: list[Any], vm: Any) -> int:
         t = truthy(stack.pop())
         if t is not is_and:  # `and` stops on false, `or` on true
             stack.append(t)
@@ -275,7 +293,7 @@ def i_short_circuit(pc: int, span: Any, is_and: bool, target: int) -> Instructio
 def i_to_bool(pc: int, span: Any) -> Instruction:
     nxt = pc + 1
 
-    def to_bool(env: list, stack: list, vm: Any) -> int:
+    def to_bool(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack[-1] = truthy(stack[-1])
         return nxt
     return to_bool
@@ -284,7 +302,7 @@ def i_to_bool(pc: int, span: Any) -> Instruction:
 def i_build_tuple(pc: int, span: Any, n: int) -> Instruction:
     nxt = pc + 1
 
-    def build(env: list, stack: list, vm: Any) -> int:
+    def build(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.append(tuple(_take(stack, n)))
         return nxt
     return build
@@ -293,7 +311,7 @@ def i_build_tuple(pc: int, span: Any, n: int) -> Instruction:
 def i_build_list(pc: int, span: Any, n: int) -> Instruction:
     nxt = pc + 1
 
-    def build(env: list, stack: list, vm: Any) -> int:
+    def build(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.append(_take(stack, n))
         return nxt
     return build
@@ -303,8 +321,8 @@ def i_build_record(pc: int, span: Any, keys: list[str]) -> Instruction:
     nxt = pc + 1
     n = len(keys)
 
-    def build(env: list, stack: list, vm: Any) -> int:
-        record: dict = {}
+    def build(env: list[Any], stack: list[Any], vm: Any) -> int:
+        record: dict[str, Any] = {}
         for k, v in zip(keys, _take(stack, n)):
             record[k] = v
         stack.append(record)
@@ -315,7 +333,7 @@ def i_build_record(pc: int, span: Any, keys: list[str]) -> Instruction:
 def i_field(pc: int, span: Any, name: str) -> Instruction:
     nxt = pc + 1
 
-    def field(env: list, stack: list, vm: Any) -> int:
+    def field(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack[-1] = ops.get_field(stack[-1], name)
         return nxt
     return field
@@ -324,7 +342,7 @@ def i_field(pc: int, span: Any, name: str) -> Instruction:
 def i_index(pc: int, span: Any) -> Instruction:
     nxt = pc + 1
 
-    def index(env: list, stack: list, vm: Any) -> int:
+    def index(env: list[Any], stack: list[Any], vm: Any) -> int:
         i = stack.pop()
         stack[-1] = ops.get_index(stack[-1], i)
         return nxt
@@ -334,7 +352,7 @@ def i_index(pc: int, span: Any) -> Instruction:
 def i_builtin(pc: int, span: Any, name: str, n: int) -> Instruction:
     nxt = pc + 1
 
-    def builtin(env: list, stack: list, vm: Any) -> int:
+    def builtin(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.append(call_builtin(name, _take(stack, n)))
         return nxt
     return builtin
@@ -343,7 +361,7 @@ def i_builtin(pc: int, span: Any, name: str, n: int) -> Instruction:
 def i_unwrap(pc: int, span: Any, prefix: str) -> Instruction:
     nxt = pc + 1
 
-    def unwrap(env: list, stack: list, vm: Any) -> int:
+    def unwrap(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack[-1] = ops.unwrap(stack[-1], prefix)
         return nxt
     return unwrap
@@ -352,7 +370,7 @@ def i_unwrap(pc: int, span: Any, prefix: str) -> Instruction:
 def i_new_acc(pc: int, span: Any) -> Instruction:
     nxt = pc + 1
 
-    def new_acc(env: list, stack: list, vm: Any) -> int:
+    def new_acc(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.append([])
         return nxt
     return new_acc
@@ -362,7 +380,7 @@ def i_append_acc(pc: int, span: Any, depth: int) -> Instruction:
     nxt = pc + 1
     where = -1 - depth
 
-    def append_acc(env: list, stack: list, vm: Any) -> int:
+    def append_acc(env: list[Any], stack: list[Any], vm: Any) -> int:
         item = stack.pop()
         stack[where].append(item)
         return nxt
@@ -372,7 +390,7 @@ def i_append_acc(pc: int, span: Any, depth: int) -> Instruction:
 def i_check_acc(pc: int, span: Any) -> Instruction:
     nxt = pc + 1
 
-    def check_acc(env: list, stack: list, vm: Any) -> int:
+    def check_acc(env: list[Any], stack: list[Any], vm: Any) -> int:
         check_seq(stack[-1])
         return nxt
     return check_acc
@@ -383,7 +401,7 @@ def i_check_acc(pc: int, span: Any) -> Instruction:
 def i_for_items(pc: int, span: Any, slot: int) -> Instruction:
     nxt = pc + 1
 
-    def for_items(env: list, stack: list, vm: Any) -> int:
+    def for_items(env: list[Any], stack: list[Any], vm: Any) -> int:
         items = stack.pop()
         if type(items) is not list and type(items) is not tuple:
             raise LashRuntimeError("NonListIteration", "`for` expects a list or tuple")
@@ -395,7 +413,7 @@ def i_for_items(pc: int, span: Any, slot: int) -> Instruction:
 def i_for_range(pc: int, span: Any, slot: int, n: int) -> Instruction:
     nxt = pc + 1
 
-    def for_range(env: list, stack: list, vm: Any) -> int:
+    def for_range(env: list[Any], stack: list[Any], vm: Any) -> int:
         r = range_bounds(_take(stack, n))
         stack.append(RangeCursor(r.start, r.step, len(r), 0, env[slot]))
         return nxt
@@ -405,7 +423,7 @@ def i_for_range(pc: int, span: Any, slot: int, n: int) -> Instruction:
 def i_for_next(pc: int, span: Any, slot: int, done: int) -> Instruction:
     nxt = pc + 1
 
-    def for_next(env: list, stack: list, vm: Any) -> int:
+    def for_next(env: list[Any], stack: list[Any], vm: Any) -> int:
         c = stack[-1]
         i = c.i
         if i >= c.n:
@@ -427,7 +445,7 @@ def i_for_next(pc: int, span: Any, slot: int, done: int) -> Instruction:
 def i_for_end(pc: int, span: Any, slot: int) -> Instruction:
     nxt = pc + 1
 
-    def for_end(env: list, stack: list, vm: Any) -> int:
+    def for_end(env: list[Any], stack: list[Any], vm: Any) -> int:
         env[slot] = stack.pop().saved
         return nxt
     return for_end
@@ -438,7 +456,7 @@ def i_for_end(pc: int, span: Any, slot: int) -> Instruction:
 def i_call(pc: int, span: Any, site: str, module: str | None, operation: str, nargs: int) -> Instruction:
     resume = ~(pc + 1)
 
-    def call(env: list, stack: list, vm: Any) -> int:
+    def call(env: list[Any], stack: list[Any], vm: Any) -> int:
         args = _take(stack, nargs)
         mod = module if module is not None else receiver_module(stack.pop(), operation)
         vm.suspend(fx.ToolCall(vm.step(site), mod, operation, tool_input(args), span), WRAPPER)
@@ -449,7 +467,7 @@ def i_call(pc: int, span: Any, site: str, module: str | None, operation: str, na
 def i_batch(pc: int, span: Any, site: str, plan: BatchPlan) -> Instruction:
     resume = ~(pc + 1)
 
-    def batch(env: list, stack: list, vm: Any) -> int:
+    def batch(env: list[Any], stack: list[Any], vm: Any) -> int:
         pure: list[Any] = []  # pure values, and each fan-out's width, in walk order
         calls: list[Any] = []
         widths: list[int | None] = []
@@ -493,7 +511,7 @@ def i_batch(pc: int, span: Any, site: str, plan: BatchPlan) -> Instruction:
 def i_batch_done(pc: int, span: Any, plan: BatchPlan) -> Instruction:
     nxt = pc + 1
 
-    def batch_done(env: list, stack: list, vm: Any) -> int:
+    def batch_done(env: list[Any], stack: list[Any], vm: Any) -> int:
         answers = iter(stack.pop())
         pure = iter(stack.pop())
         failure: list[LashRuntimeError] = []
@@ -537,7 +555,7 @@ def i_batch_done(pc: int, span: Any, plan: BatchPlan) -> Instruction:
 def i_await_start(pc: int, span: Any) -> Instruction:
     nxt = pc + 1
 
-    def await_start(env: list, stack: list, vm: Any) -> int:
+    def await_start(env: list[Any], stack: list[Any], vm: Any) -> int:
         stack.append(AwaitJoin(stack.pop(), []))
         return nxt
     return await_start
@@ -546,7 +564,7 @@ def i_await_start(pc: int, span: Any) -> Instruction:
 def i_await_next(pc: int, span: Any, site: str) -> Instruction:
     collect, after = ~(pc + 1), pc + 2
 
-    def await_next(env: list, stack: list, vm: Any) -> int:
+    def await_next(env: list[Any], stack: list[Any], vm: Any) -> int:
         join = stack[-1]
         k = len(join.results)
         if k < len(join.leaves):
@@ -561,7 +579,7 @@ def i_await_next(pc: int, span: Any, site: str) -> Instruction:
 def i_await_collect(pc: int, span: Any) -> Instruction:
     back = pc - 1
 
-    def await_collect(env: list, stack: list, vm: Any) -> int:
+    def await_collect(env: list[Any], stack: list[Any], vm: Any) -> int:
         answers = stack.pop()
         stack[-1].results.extend(answers)
         return back
@@ -572,7 +590,7 @@ def i_start(pc: int, span: Any, site: str, process: str, names: list[str]) -> In
     resume = ~(pc + 1)
     n = len(names)
 
-    def start(env: list, stack: list, vm: Any) -> int:
+    def start(env: list[Any], stack: list[Any], vm: Any) -> int:
         args = {k: to_json(v) for k, v in zip(names, _take(stack, n))}
         vm.suspend(fx.StartProcess(vm.step(site), process, args, span), HANDLE)
         return resume
@@ -582,7 +600,7 @@ def i_start(pc: int, span: Any, site: str, process: str, names: list[str]) -> In
 def i_sleep(pc: int, span: Any, site: str, mode: str) -> Instruction:
     resume = ~(pc + 1)
 
-    def sleep(env: list, stack: list, vm: Any) -> int:
+    def sleep(env: list[Any], stack: list[Any], vm: Any) -> int:
         value = to_json(stack.pop())
         vm.suspend(fx.SleepEffect(vm.step(site), mode, value, span), NONE)
         return resume
@@ -592,7 +610,7 @@ def i_sleep(pc: int, span: Any, site: str, mode: str) -> Instruction:
 def i_wait_signal(pc: int, span: Any, site: str, name: str) -> Instruction:
     resume = ~(pc + 1)
 
-    def wait_signal(env: list, stack: list, vm: Any) -> int:
+    def wait_signal(env: list[Any], stack: list[Any], vm: Any) -> int:
         ordinal = vm.signals.get(name, 0) + 1
         vm.signals[name] = ordinal
         vm.suspend(fx.WaitSignalEffect(vm.step(site), name, ordinal, span), PAYLOAD)
@@ -603,7 +621,7 @@ def i_wait_signal(pc: int, span: Any, site: str, name: str) -> Instruction:
 def i_signal_run(pc: int, span: Any, site: str, name: str) -> Instruction:
     resume = ~(pc + 1)
 
-    def signal_run(env: list, stack: list, vm: Any) -> int:
+    def signal_run(env: list[Any], stack: list[Any], vm: Any) -> int:
         payload = stack.pop()
         handle = stack.pop()
         if type(handle) is not dict or type(handle.get("id")) is not str or not _is_handle_record(handle):
@@ -617,7 +635,7 @@ def i_signal_run(pc: int, span: Any, site: str, name: str) -> Instruction:
 def i_observe(pc: int, span: Any, site: str, kind: str) -> Instruction:
     resume = ~(pc + 1)
 
-    def observe(env: list, stack: list, vm: Any) -> int:
+    def observe(env: list[Any], stack: list[Any], vm: Any) -> int:
         v = stack.pop()
         vm.suspend(fx.Observe(vm.step(site), kind, to_json(v), display(v), span), DISCARD)
         return resume
@@ -627,7 +645,7 @@ def i_observe(pc: int, span: Any, site: str, kind: str) -> Instruction:
 def i_cancel(pc: int, span: Any, site: str) -> Instruction:
     resume = ~(pc + 1)
 
-    def cancel(env: list, stack: list, vm: Any) -> int:
+    def cancel(env: list[Any], stack: list[Any], vm: Any) -> int:
         handle = stack.pop()
         vm.suspend(fx.CancelHandle(vm.step(site), to_json(handle), span), DISCARD)
         return resume
@@ -637,7 +655,7 @@ def i_cancel(pc: int, span: Any, site: str) -> Instruction:
 def i_finish(pc: int, span: Any) -> Instruction:
     stop = ~pc
 
-    def finish(env: list, stack: list, vm: Any) -> int:
+    def finish(env: list[Any], stack: list[Any], vm: Any) -> int:
         vm.suspend(fx.Finish(to_json(stack.pop()), span), TERMINAL)
         return stop
     return finish
@@ -646,7 +664,7 @@ def i_finish(pc: int, span: Any) -> Instruction:
 def i_fail(pc: int, span: Any) -> Instruction:
     stop = ~pc
 
-    def fail(env: list, stack: list, vm: Any) -> int:
+    def fail(env: list[Any], stack: list[Any], vm: Any) -> int:
         vm.suspend(fx.Fail(to_json(stack.pop()), span), TERMINAL)
         return stop
     return fail
@@ -655,7 +673,7 @@ def i_fail(pc: int, span: Any) -> Instruction:
 def i_end(pc: int, span: Any) -> Instruction:
     stop = ~pc
 
-    def end(env: list, stack: list, vm: Any) -> int:
+    def end(env: list[Any], stack: list[Any], vm: Any) -> int:
         vm.suspend(fx.Finish(None, span or (0, 0)), TERMINAL)
         return stop
     return end
@@ -666,7 +684,7 @@ FACTORIES: dict[str, Callable[..., Instruction]] = {
 }
 
 
-def materialise(symbolic: list[tuple], spans: list[Any]) -> list[Instruction]:
+def materialise(symbolic: list[tuple[Any, ...]], spans: list[Any]) -> list[Instruction]:
     """Resolve labels and build the closures of one entry."""
     code = []
     for pc, (name, *args) in enumerate(symbolic):

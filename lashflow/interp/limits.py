@@ -15,6 +15,7 @@ from lashflow.errors import LimitExceeded
 from lashflow.interp.errors import LashRuntimeError
 
 T = TypeVar("T")
+Seq = TypeVar("Seq", list[Any], tuple[Any, ...])
 
 LIST_ITEM_BYTES = 36  # per list/tuple item: its 8-byte slot, a 24-byte number, over-allocation
 RECORD_ENTRY_BYTES = 64  # estimated bytes per record entry
@@ -139,7 +140,7 @@ def check_str(s: str) -> str:
     return s
 
 
-def check_seq(seq: list | tuple) -> list | tuple:
+def check_seq(seq: Seq) -> Seq:
     size = len(seq) * LIST_ITEM_BYTES
     if size > ACTIVE.limits.max_value_bytes:
         raise too_big("a list", size)
@@ -147,7 +148,7 @@ def check_seq(seq: list | tuple) -> list | tuple:
     return seq
 
 
-def grew(seq: list, added: int) -> None:
+def grew(seq: list[Any], added: int) -> None:
     """``seq`` grew in place by ``added`` items: its size is checked, but only the new
     items count as newly made (counting the whole list each time would walk the run's
     values ever more often as a list is built item by item)."""
@@ -157,7 +158,7 @@ def grew(seq: list, added: int) -> None:
     built(added * LIST_ITEM_BYTES)
 
 
-def check_record(record: dict) -> dict:
+def check_record(record: dict[str, Any]) -> dict[str, Any]:
     size = len(record) * RECORD_ENTRY_BYTES
     if size > ACTIVE.limits.max_value_bytes:
         raise too_big("a record", size)

@@ -205,7 +205,7 @@ def _copy(container: Any) -> Any:
     return list(container)
 
 
-def assign_path(env: list, slot: int, name: str, steps: list[tuple[bool, Any]], value: Any) -> None:
+def assign_path(env: list[Any], slot: int, name: str, steps: list[tuple[bool, Any]], value: Any) -> None:
     """``name.step...step = value`` with value semantics.
 
     Containers along the path are mutated in place only when nothing else refers to

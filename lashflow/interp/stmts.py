@@ -24,7 +24,7 @@ from lashflow.interp.values import UNSET
 BREAK = 1
 CONTINUE = 2
 
-StmtClosure = Callable[[list], Any]
+StmtClosure = Callable[[list[Any]], Any]
 
 _refcount = getattr(sys, "getrefcount", None) or (lambda _obj: 1 << 30)
 
@@ -59,6 +59,22 @@ def stmt_is_pure(stmt: Any) -> bool:
     if t is ast.Break or t is ast.Continue:
         return True
     return False  # ValueStmt: finish/fail/yield/wake/print/cancel are effects
+
+
+def growth_of(s: ast.Assign, fallbacks: Any) -> tuple[Any, bool] | None:
+    """``(operand, pushing)`` when ``s`` is ``xs = xs + operand`` or ``xs = push(xs, operand)``
+    on a plain variable (not a module or process name), else None. Such an assignment
+    evaluates the operand before it reads ``xs``, as the original Lashlang does: an
+    unassigned ``xs`` is reported only after the operand's own errors and effects."""
+    v = s.value
+    if s.steps or s.name in fallbacks:
+        return None
+    if (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
+            and type(v.args[0]) is ast.Name and v.args[0].name == s.name):
+        return v.args[1], True
+    if type(v) is ast.Binary and v.op == "+" and type(v.left) is ast.Name and v.left.name == s.name:
+        return v.right, False
+    return None
 
 
 def may_jump(stmt: Any) -> bool:
@@ -96,12 +112,12 @@ class StmtCompiler:
             if len(fns) <= _UNROLL:
                 return _SEQUENCES[len(fns)](*fns)
 
-            def run(env: list) -> None:
+            def run(env: list[Any]) -> None:
                 for f in fns:
                     f(env)
             return run
 
-        def run_jumps(env: list) -> Any:
+        def run_jumps(env: list[Any]) -> Any:
             for f in fns:
                 r = f(env)
                 if r is not None:
@@ -125,7 +141,7 @@ class StmtCompiler:
         f = self.exprs.expr(s.expr)
         span = span_of(s)
 
-        def run(env: list) -> None:
+        def run(env: list[Any]) -> None:
             try:
                 f(env)
             except LashRuntimeError as e:
@@ -143,7 +159,7 @@ class StmtCompiler:
                 return appended
             val = self.exprs.expr(s.value)
 
-            def assign(env: list) -> None:
+            def assign(env: list[Any]) -> None:
                 try:
                     env[slot] = val(env)
                 except LashRuntimeError as e:
@@ -155,7 +171,7 @@ class StmtCompiler:
             key = s.steps[0].name
             steps = [(True, key)]
 
-            def assign_field(env: list) -> None:
+            def assign_field(env: list[Any]) -> None:
                 try:
                     v = val(env)
                     root = env[slot]
@@ -167,10 +183,11 @@ class StmtCompiler:
                 except LashRuntimeError as e:
                     raise _located(span, e)
             return assign_field
-        if len(s.steps) == 1:
-            idx = self.exprs.expr(s.steps[0].index)
+        only = s.steps[0]
+        if len(s.steps) == 1 and isinstance(only, ast.IndexStep):
+            idx = self.exprs.expr(only.index)
 
-            def assign_index(env: list) -> None:
+            def assign_index(env: list[Any]) -> None:
                 try:
                     k = idx(env)
                     v = val(env)
@@ -184,10 +201,11 @@ class StmtCompiler:
                 except LashRuntimeError as e:
                     raise _located(span, e)
             return assign_index
-        plan = [(True, st.name) if type(st) is ast.FieldStep else (False, self.exprs.expr(st.index))
-                for st in s.steps]
+        plan: list[tuple[bool, Any]] = [
+            (True, st.name) if isinstance(st, ast.FieldStep) else (False, self.exprs.expr(st.index))
+            for st in s.steps]
 
-        def assign_deep(env: list) -> None:
+        def assign_deep(env: list[Any]) -> None:
             try:
                 keys = [(f, k if f else k(env)) for f, k in plan]
                 v = val(env)
@@ -200,25 +218,20 @@ class StmtCompiler:
         """``xs = push(xs, item)`` appends to ``xs`` and ``xs = xs + ys`` extends it, in
         place when nobody else holds ``xs``: building a list item by item costs what the
         items cost, not a copy of the list each time."""
-        v = s.value
-        if s.name in self.scope.fallbacks:
+        growth = growth_of(s, self.scope.fallbacks)
+        if growth is None:
             return None
-        if (type(v) is ast.BuiltinCall and v.name == "push" and len(v.args) == 2
-                and type(v.args[0]) is ast.Name and v.args[0].name == s.name):
-            more, pushing, fallback = self.exprs.expr(v.args[1]), True, push_builtin
-        elif (type(v) is ast.Binary and v.op == "+" and type(v.left) is ast.Name
-                and v.left.name == s.name):
-            more, pushing, fallback = self.exprs.expr(v.right), False, ops.add
-        else:
-            return None
+        operand, pushing = growth
+        more = self.exprs.expr(operand)
+        fallback = push_builtin if pushing else ops.add
         name = s.name
 
-        def grow(env: list) -> None:
+        def grow(env: list[Any]) -> None:
             try:
+                x = more(env)
                 xs = env[slot]
                 if xs is UNSET:
                     raise ops.undefined(name)
-                x = more(env)
                 if type(xs) is not list or _refcount(xs) != 3:
                     env[slot] = fallback(xs, x)
                 elif pushing:
@@ -235,10 +248,10 @@ class StmtCompiler:
         return grow
 
     # -- control flow -----------------------------------------------------------------
-    def _checked_cond(self, node: Any, span: Any) -> Callable[[list], bool]:
+    def _checked_cond(self, node: Any, span: Any) -> Callable[[list[Any]], bool]:
         cond = self.exprs.cond(node)
 
-        def checked(env: list) -> bool:
+        def checked(env: list[Any]) -> bool:
             try:
                 return cond(env)
             except LashRuntimeError as e:
@@ -249,14 +262,14 @@ class StmtCompiler:
         cond = self._checked_cond(s.cond, span_of(s))
         then = self.block(s.then.body)
         if s.otherwise is None:
-            def if_only(env: list) -> Any:
+            def if_only(env: list[Any]) -> Any:
                 if cond(env):
                     return then(env)
                 return None
             return if_only
         other = self.stmt(s.otherwise)
 
-        def if_else(env: list) -> Any:
+        def if_else(env: list[Any]) -> Any:
             if cond(env):
                 return then(env)
             return other(env)
@@ -268,7 +281,7 @@ class StmtCompiler:
         body = self.block(s.body.body)
         jumps = any(may_jump(x) for x in s.body.body)
 
-        def loop(env: list) -> None:
+        def loop(env: list[Any]) -> None:
             m = ACTIVE
             try:  # body statements locate their own errors first
                 while cond(env):
@@ -289,7 +302,7 @@ class StmtCompiler:
         jumps = any(may_jump(x) for x in s.body.body)
         bounds = self.exprs.range_args(s.iterable)
         if bounds is not None:
-            def loop_range(env: list) -> None:
+            def loop_range(env: list[Any]) -> None:
                 try:
                     r = range_bounds([b(env) for b in bounds])
                 except LashRuntimeError as e:
@@ -303,7 +316,7 @@ class StmtCompiler:
             return loop_range
         iterable = self.exprs.expr(s.iterable)
 
-        def loop_items(env: list) -> None:
+        def loop_items(env: list[Any]) -> None:
             try:
                 items = iterable_items(iterable(env))
             except LashRuntimeError as e:

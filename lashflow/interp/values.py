@@ -217,7 +217,7 @@ def _shortest(x: float) -> Decimal:
     zero), so the last digit moves up one where the tie happens."""
     short = Decimal(repr(x))
     exact = Decimal(x)
-    unit = Decimal((0, (1,), short.as_tuple().exponent))
+    unit = Decimal((0, (1,), int(short.as_tuple().exponent)))
     gap = _EXACT.subtract(exact, short).copy_abs()
     if _EXACT.multiply(gap, 2) == unit and short.copy_abs() < exact.copy_abs():
         bigger = _EXACT.add(short, unit if x > 0 else unit.copy_negate())

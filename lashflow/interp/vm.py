@@ -124,6 +124,7 @@ class Interpreter:
             self.done = True
             raise
         effect = self._effect
+        assert effect is not None  # an instruction stops the loop only with an effect
         self._effect = None
         self.pc = ~pc  # instructions return ~resume_pc with their effect
         if self.expect == TERMINAL:
@@ -151,15 +152,14 @@ async def execute(program: Program, host: fx.Host, process: str | None = None,
     prints: list[str] = []
     effect = vm.start()
     while True:
-        kind = type(effect)
-        if kind is fx.Finish:
+        if type(effect) is fx.Finish:
             await host.perform(effect)
             return fx.RunResult("finished", effect.value, prints=prints)
-        if kind is fx.Fail:
+        if type(effect) is fx.Fail:
             await host.perform(effect)
             error = ProcessFailed(failure_text(effect.value), effect.value, effect.span)
             return fx.RunResult("failed", None, error, prints=prints)
-        if kind is fx.Observe and effect.kind == "print":
+        if type(effect) is fx.Observe and effect.kind == "print":
             prints.append(effect.text)
         try:
             answer = await host.perform(effect)

@@ -361,7 +361,7 @@ class Linker:
         """The item type of a ``for``; a union iterates if some member is a list."""
         if isinstance(t, T.ListT):
             return t.item
-        if T.is_gradual(t):
+        if _unchecked(t):
             return T.ANY
         if isinstance(t, T.UnionT):
             lists = [m for m in t.members if isinstance(m, T.ListT)]
@@ -497,7 +497,9 @@ class Linker:
         left = self.expr(e.left, env)
         right = self.expr(e.right, env)
         op = e.op
-        gradual = T.is_gradual(left) or T.is_gradual(right)
+        # The original checks no operator over a module value (``tools < 1``): it fails,
+        # or answers, when it runs. So a module operand is unchecked here, as ``any`` is.
+        gradual = _unchecked(left) or _unchecked(right)
 
         def refuse() -> LangError:
             return self.fail(
@@ -720,6 +722,15 @@ def _field_of(t: T.SType, name: str) -> T.SType | None:
             return None
         return T.join(present) if len(present) == len(found) else T.ANY
     return T.ANY
+
+
+def _unchecked(t: T.SType) -> bool:
+    """Gradual, or a module value (alone or in a union): the run decides, not the linker."""
+    if isinstance(t, T.Resource):
+        return True
+    if isinstance(t, T.UnionT):
+        return any(_unchecked(m) for m in t.members)
+    return T.is_gradual(t)
 
 
 def _has_field(t: T.SType, name: str) -> bool:

@@ -8,7 +8,8 @@ from urllib.parse import parse_qs, urlparse
 from ..errors import DbError, Fenced
 from .base import (
     AttemptRecord, Claimed, Commit, JournalEntry, JournalPage, RunChange, RunDetail, RunPage,
-    RateLimitRow, RateTake, RunQuery, RunRecord, RunSummary, ScheduleRow, StepRecord, Store, StoreStats,
+    RateLimitRow, RateTake, Reopening, RunQuery, RunRecord, RunSummary, ScheduleRow, StepRecord,
+    Store, StoreStats,
 )
 from .leases import may_claim
 
@@ -17,7 +18,7 @@ DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 __all__ = [
     "AttemptRecord", "Claimed", "Commit", "Fenced", "JournalEntry", "JournalPage", "RateLimitRow",
     "RateTake", "RunChange",
-    "RunDetail", "RunPage", "RunQuery", "RunRecord", "RunSummary", "ScheduleRow", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
+    "RunDetail", "RunPage", "Reopening", "RunQuery", "RunRecord", "RunSummary", "ScheduleRow", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
     "resolve_db_url",
 ]
 

@@ -18,7 +18,7 @@ from ..errors import JournalCorrupt
 from ..json_text import stored
 from .leases import owner_is_dead
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -66,6 +66,17 @@ class Claimed:
 
     run: RunRecord
     taken_from: str | None
+
+
+@dataclass(slots=True)
+class QueueTake:
+    """A worker's turn at its queues (``Store.take_queued``): the new runs claimed for it
+    at once, the runs being resumed that it may try to claim one by one, and when a
+    rate-limited queue or key next allows a start (None: none waits for a rate)."""
+
+    claimed: list[Claimed]
+    listed: list[str]
+    allowed_at: float | None
 
 
 @dataclass(slots=True)
@@ -134,6 +145,22 @@ class Commit:
     # a crash right after the child settles cannot lose the parent's wake-up.
     wake: str | None = None
     wake_at: float = 0.0
+    # Events with no row behind them, written after those its rows make: an idempotent
+    # call that has been running a while is announced (``store.events.step_event``).
+    events: list[tuple[str, str, float]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Reopening:
+    """One stopped run to put back in the queue (``Store.reopen_runs``): ``edit`` changes
+    its meta; the completion rows of the steps in ``forget`` go (they wait afresh);
+    ``attempts`` are written as rows of their own first (an attempt riding in a step row
+    that is about to be rewritten would be lost with it)."""
+
+    run_id: str
+    edit: Callable[[dict[str, Any]], None]
+    forget: Sequence[str] = ()
+    attempts: Sequence[AttemptRecord] = ()
 
 
 @dataclass(slots=True)
@@ -403,6 +430,11 @@ class Store(abc.ABC):
         """One page of run summaries, newest first (one indexed query however deep)."""
 
     @abc.abstractmethod
+    async def run_states(self, query: RunQuery) -> tuple[list[tuple[str, str]], str | None]:
+        """``query_runs``'s page as (run id, status) only, and the next page's cursor:
+        what a bulk action reads, with nothing to decode."""
+
+    @abc.abstractmethod
     async def stats(self, now: float) -> StoreStats:
         """Runs by status and the waits of parked runs, for ``/metrics``."""
 
@@ -531,13 +563,11 @@ class Store(abc.ABC):
         ``changed``)."""
 
     @abc.abstractmethod
-    async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None], *,
-                         forget: Sequence[str] = ()) -> bool:
-        """Put a stopped run (failed, cancelled, needs_attention) whose lease is free back
-        in the queue, its result, error, waits and cancel request cleared, ``edit``
-        applied to its meta and the completion rows of the steps in ``forget`` deleted,
-        atomically. False if the run is not stopped (or is held)."""
+    async def reopen_runs(self, reopenings: Sequence[Reopening], now: float) -> list[str]:
+        """Put each stopped run (failed, cancelled, needs_attention) whose lease is free
+        back in the queue, its result, error, waits and cancel request cleared, its
+        ``Reopening`` applied, all in one transaction. Returns the ids re-opened: a run
+        not stopped (or held) is left as it is."""
 
     holds_sessions = False  # True: the database sees each owner's life (ADR 0035)
 
@@ -733,6 +763,8 @@ class Store(abc.ABC):
         """Live holders of global concurrency slots, per tool."""
 
     @abc.abstractmethod
-    async def queue_claimable(self, now: float, limit: int) -> tuple[list[str], float | None]:
-        """Runs of queues a worker may try to claim now, best first, and when a
-        rate-limited one next may start (None: none waits for a rate)."""
+    async def take_queued(self, now: float, limit: int, owner: str, ttl: float,
+                          skip: Collection[str] = ()) -> QueueTake:
+        """Claim for ``owner`` up to ``limit`` new runs of queues, best first, as their
+        queues' limits allow, in one transaction; list the queue runs being resumed
+        (claimed one by one, their leases judged first). ``skip``: runs not to take."""

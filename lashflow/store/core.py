@@ -17,13 +17,13 @@ from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeV
 from ..errors import DbError
 from . import programs
 from .base import (
-    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, JournalPage, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
+    SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, JournalPage, Reopening, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
     StoreStats,
 )
 from .events import RunEvent, event_from_row
 from .group_commit import GroupCommit, Inline, Outcome
 from .programs import Program, one
-from .queries import page_of
+from .queries import STATE_COLUMNS, page_of, states_of
 from .queues import QueueStore, claim_queued
 from .ratelimits import RateLimitStore
 from .schedules import ScheduleStore
@@ -164,7 +164,8 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
 
     # -- runs --------------------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        return await self._write(programs.create_run, run, atomic=False)
+        # a run entering a queue gets its fairness tag in the same transaction
+        return await self._write(programs.create_run, run, atomic="queue" in run.meta)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         return await self._read(programs.get_run, run_id)
@@ -174,6 +175,10 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
 
     async def query_runs(self, query: RunQuery) -> RunPage:
         return page_of(await self._read(one, "run_page", query, scan=True), query)
+
+    async def run_states(self, query: RunQuery) -> tuple[list[tuple[str, str]], str | None]:
+        return states_of(await self._read(one, "run_page", query, STATE_COLUMNS, scan=True),
+                         query)
 
     async def stats(self, now: float) -> StoreStats:
         return await self._read(programs.stats, now, scan=True, snapshot=True)
@@ -269,10 +274,10 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
         return await self._write(programs.move_run, run_id, from_hash, to_hash, edit,
                                  float(now))
 
-    async def reopen_run(self, run_id: str, now: float,
-                         edit: Callable[[dict[str, Any]], None], *,
-                         forget: Sequence[str] = ()) -> bool:
-        return await self._write(programs.reopen_run, run_id, float(now), edit, list(forget))
+    async def reopen_runs(self, reopenings: Sequence[Reopening], now: float) -> list[str]:
+        if not reopenings:
+            return []
+        return await self._write(programs.reopen_runs, list(reopenings), float(now))
 
     # -- journal -----------------------------------------------------------------------------
     async def load_journal(self, run_id: str) -> tuple[list[StepRecord], list[AttemptRecord]]:

@@ -27,6 +27,7 @@ KINDS = ("run", "step", "attempt", "print", "yield")
 _WAIT_FIELDS = ("kind", "step", "tool", "until", "signal", "child_run_id", "state")
 
 EventRow = tuple[str, str, float]  # (kind, data as JSON text, at)
+RunEventRow = tuple[str, str, str, float]  # (run_id, kind, data as JSON text, at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +128,7 @@ def _when(change: Commit) -> float:
 def of_commit(change: Commit) -> list[EventRow]:
     """The events one journal commit makes, in order: its steps (each with the attempts
     written beside it), attempts of steps not in it, then the run's change."""
-    if not (change.steps or change.attempts or change.run):
+    if not (change.steps or change.attempts or change.run or change.events):
         return []
     now = _when(change)
     by_step: dict[str, list[AttemptRecord]] = {}
@@ -141,9 +142,20 @@ def of_commit(change: Commit) -> list[EventRow]:
         for attempt in attempts:
             rows.append(("attempt", dumps({"step": attempt.step_key, **_attempt(attempt)}),
                          attempt.finished_at or attempt.started_at or now))
+    rows += change.events
     if change.run is not None:
         rows.append(("run", dumps(_run(change.run)), change.run.updated_at or now))
     return rows
+
+
+def announced(step: StepRecord, attempt: AttemptRecord) -> EventRow:
+    """The event of a call under way whose start has no row (an idempotent call: its
+    first write is its outcome, ADR 0038): what its ``started`` row would make, without
+    ``index`` while the step has no row number yet (``seq`` 0)."""
+    kind, data = _step(step, [attempt])
+    if not step.seq:
+        del data["index"]
+    return kind, dumps(data), attempt.started_at or step.updated_at
 
 
 def status_event(status: str, at: float, **data: Any) -> EventRow:
@@ -191,5 +203,5 @@ def event_from_row(row: Sequence[Any]) -> RunEvent:
                     float(at), str(cursor))
 
 
-__all__ = ["KINDS", "VALUE_LIMIT", "EventRow", "RunEvent", "created", "event_from_row",
-           "of_commit", "pg_cursor", "sqlite_cursor", "status_event", "waits_of"]
+__all__ = ["KINDS", "VALUE_LIMIT", "EventRow", "RunEvent", "RunEventRow", "created", "event_from_row",
+           "of_commit", "pg_cursor", "sqlite_cursor", "status_event", "waits_of", "announced"]

@@ -95,7 +95,8 @@ class WorkListener:
         self._start()
         if not self.work.is_set():
             try:
-                await asyncio.wait_for(self.work.wait(), timeout)
+                async with asyncio.timeout(timeout):  # no inner task, unlike wait_for
+                    await self.work.wait()
             except asyncio.TimeoutError:
                 return
         self.work.clear()
@@ -146,7 +147,8 @@ class WorkListener:
                     self._locked.add(owner)
                     self._changed.notify_all()
             try:  # until lost (which sets it too), an owner to lock, or time to ping
-                await asyncio.wait_for(self._wanted.wait(), _PING_EVERY)
+                async with asyncio.timeout(_PING_EVERY):
+                    await self._wanted.wait()
             except asyncio.TimeoutError:
                 await conn.fetchval("SELECT 1", timeout=self.connect_timeout)
         raise ConnectionError("the listening connection was closed")

@@ -32,19 +32,20 @@ import asyncpg
 from ..errors import DbError, NoDatabase
 from ..states import KEPT_PAUSED
 from . import events
-from .base import UNCHECKED_ROWS, Claimed, Commit, RunQuery, RunRecord
+from .base import UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
 from .leases import SESSION_MARK, holds_session, owner_is_dead
 from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
 from .postgres_queues import MIGRATION as QUEUES_MIGRATION
+from .postgres_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .postgres_queues import QueueStatements
 from .postgres_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
 from .postgres_ratelimits import RateLimitStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
-from .queues import QUEUE_RUN_COLUMNS, run_queue
+from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step
 
@@ -127,7 +128,9 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
     8: QUEUES_MIGRATION,
-    9: RATE_LIMITS_MIGRATION,  # tools' rate limits and global concurrency (ADR 0036)
+    # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
+    9: QUEUE_ORDER_MIGRATION,
+    10: RATE_LIMITS_MIGRATION,  # tools' rate limits and global concurrency (ADR 0036)
 }
 
 # The events of a group's changes that passed their fence, each the run's next offset:
@@ -247,11 +250,7 @@ class _GroupRows:
                 rows.steps.append((index, step.run_id, step.step_key, step.seq, step.kind, step.tool,
                                    step.args_hash, step.status, row.outcome, row.blob, row.detail,
                                    float(step.created_at), float(step.updated_at)))
-            for attempt in change.attempts:
-                rows.attempts.append((index, attempt.run_id, attempt.step_key, attempt.attempt,
-                                      attempt.status, attempt.code, attempt.message,
-                                      dumps(attempt.detail), _float_or_none(attempt.started_at),
-                                      _float_or_none(attempt.finished_at)))
+            rows.attempts += [(index, *_attempt_row(attempt)) for attempt in change.attempts]
             if change.run is not None:
                 run = change.run
                 rows.runs.append((index, change.run_id, run.status, dumps(run.result),
@@ -278,7 +277,13 @@ def _has_duplicates(keys: Any) -> bool:
     return False
 
 
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+def _attempt_row(a: AttemptRecord) -> tuple[Any, ...]:
+    """An attempt as the columns ``_ATTEMPT_COLUMNS`` name."""
+    return (a.run_id, a.step_key, a.attempt, a.status, a.code, a.message, dumps(a.detail),
+            _float_or_none(a.started_at), _float_or_none(a.finished_at))
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     """Rows to per-column lists (the arrays ``unnest`` takes), even when there are none."""
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
@@ -365,12 +370,13 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             *run_queue(run))
         return created is not None
 
-    async def append_events(self, conn: asyncpg.Connection, run_id: str,
-                            rows: list[events.EventRow]) -> None:
-        """In a transaction that holds the run's row lock."""
-        await conn.execute(_EVENTS_INSERT.format(1, 2, 3, 4, 5, ok="0"),
-                           [0] * len(rows), [run_id] * len(rows), [r[0] for r in rows],
-                           [r[1] for r in rows], [float(r[2]) for r in rows])
+    async def append_events(self, conn: asyncpg.Connection,
+                            rows: list[events.RunEventRow]) -> None:
+        """Each row its run's next offset, in one statement; in a transaction that holds
+        the runs' row locks."""
+        if rows:
+            await conn.execute(_EVENTS_INSERT.format(1, 2, 3, 4, 5, ok="0"), [0] * len(rows),
+                               *_columns(rows, 4))
 
     async def run_events(self, conn: asyncpg.Connection, run_id: str, after: int,
                          limit: int) -> list[Any]:
@@ -424,8 +430,9 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     async def parked_waits(self, conn: asyncpg.Connection) -> list[Any]:
         return await conn.fetch(PARKED_WAITS.format(table="lashflow_runs"))
 
-    async def run_page(self, conn: asyncpg.Connection, query: RunQuery) -> list[Any]:
-        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field)
+    async def run_page(self, conn: asyncpg.Connection, query: RunQuery,
+                       columns: str = SUMMARY_COLUMNS) -> list[Any]:
+        sql, params = page_sql(query, "lashflow_runs", lambda n: f"${n}", _json_field, columns)
         return await conn.fetch(sql, *params)
 
     async def run_count(self, conn: asyncpg.Connection, query: RunQuery) -> int:
@@ -638,23 +645,38 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
         await conn.execute("UPDATE lashflow_runs SET source_hash = $2, meta = $3, updated_at = $4 "
                            "WHERE run_id = $1", run_id, source_hash, meta, now)
 
-    async def reopen_candidate(self, conn: asyncpg.Connection, run_id: str) -> Any:
-        return await conn.fetchrow("SELECT meta, status, lease_owner, lease_expires FROM "
-                                   "lashflow_runs WHERE run_id = $1 FOR UPDATE", run_id)
+    async def reopen_candidates(self, conn: asyncpg.Connection, run_ids: list[str]) -> list[Any]:
+        return list(await conn.fetch(
+            "SELECT run_id, meta, status, lease_owner, lease_expires FROM lashflow_runs WHERE "
+            "run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE", run_ids))
 
-    async def requeue(self, conn: asyncpg.Connection, run_id: str, now: float, meta: str) -> None:
+    async def requeue_runs(self, conn: asyncpg.Connection, changes: list[tuple[str, str]],
+                           now: float) -> None:
         await conn.execute(
-            "UPDATE lashflow_runs SET status = 'queued', result = 'null', error = 'null', "
+            "UPDATE lashflow_runs r SET status = 'queued', result = 'null', error = 'null', "
             "waiting = '[]', wake_at = NULL, cancel_requested = FALSE, lease_owner = NULL, "
-            "lease_expires = 0, updated_at = $2, meta = $3 WHERE run_id = $1", run_id, now, meta)
-        await self.append_events(conn, run_id,
-                                 [events.status_event("queued", now, reopened=True)])
-        await conn.execute("SELECT pg_notify($1, '')", self.channel)  # it is queued
+            "lease_expires = 0, updated_at = $3, meta = u.meta FROM unnest($1::text[], "
+            "$2::text[]) AS u(run_id, meta) WHERE r.run_id = u.run_id",
+            *_columns(changes, 2), now)
+        await conn.execute("SELECT pg_notify($1, '')", self.channel)  # they are queued
 
-    async def forget_completions(self, conn: asyncpg.Connection, run_id: str,
-                                 step_keys: list[str]) -> None:
-        await conn.execute("DELETE FROM lashflow_completions WHERE run_id = $1 AND "
-                           "step_key = ANY($2::text[])", run_id, step_keys)
+    async def forget_completions(self, conn: asyncpg.Connection,
+                                 steps: list[tuple[str, str]]) -> None:
+        await conn.execute("DELETE FROM lashflow_completions c USING unnest($1::text[], "
+                           "$2::text[]) AS f(run_id, step_key) WHERE c.run_id = f.run_id AND "
+                           "c.step_key = f.step_key", *_columns(steps, 2))
+
+    async def put_attempts(self, conn: asyncpg.Connection,
+                           attempts: Sequence[AttemptRecord]) -> None:
+        """Attempt rows of their own, an existing one updated in place (in order)."""
+        await conn.execute(
+            f"INSERT INTO lashflow_attempts ({_ATTEMPT_COLUMNS}) SELECT a.run_id, a.step_key, "
+            "a.attempt, a.status, a.code, a.message, a.detail, a.started_at, a.finished_at "
+            "FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], "
+            "$6::text[], $7::text[], $8::float8[], $9::float8[]) WITH ORDINALITY AS a(run_id, "
+            "step_key, attempt, status, code, message, detail, started_at, finished_at, ord) "
+            f"ORDER BY a.ord {_ATTEMPT_UPSERT}",
+            *_columns([_attempt_row(a) for a in attempts], 9))
 
     # -- completions and signals -------------------------------------------------------------
     async def completion(self, conn: asyncpg.Connection, run_id: str, step_key: str) -> Any:

@@ -1,5 +1,5 @@
 """PostgreSQL's SQL for the queue statements (``programs.STATEMENTS``), mixed into the
-dialect's statements; the tables and columns come with schema version 8.
+dialect's statements; the tables and columns come with schema versions 8 and 9.
 
 A gated claim is one call of ``lashflow_gate_claim``, a PL/pgSQL function holding
 ``queues.gate``'s rule: it locks the queue's row (claims of one queue line up there),
@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from .queues import CANDIDATES, DEPTHS, QUEUE_COLUMNS, queue_sql
+from .queues import DEPTHS, FRONT, FRONT_AFTER, QUEUE_COLUMNS, RESUMABLE, queue_sql
 from .rows import RUN_COLUMNS
 
 _C = 'COLLATE "C"'
@@ -44,7 +44,8 @@ MIGRATION = [
 ]
 
 # ``queues.gate`` in the server (see the module doc); the same rule, statement by
-# statement. Answers the claimed run's row, or no row.
+# statement. Answers the claimed run's row, or no row. ``{fair}``: what a first start
+# does to the fairness tags (version 8: tags given at the start; 9: on arrival).
 GATE_FUNCTION = """
 CREATE OR REPLACE FUNCTION lashflow_gate_claim(
     p_run TEXT, p_owner TEXT, p_now DOUBLE PRECISION, p_expires DOUBLE PRECISION,
@@ -102,21 +103,52 @@ BEGIN
             INSERT INTO lashflow_buckets (queue, key, tat) VALUES (run_queue, run_key, key_tat)
             ON CONFLICT (queue, key) DO UPDATE SET tat = EXCLUDED.tat;
         END IF;
-        IF q.fair <> 0 THEN
+{fair}
+    END IF;
+    RETURN NEXT claimed;
+END
+$gate$"""
+_FAIR_8 = '''        IF q.fair <> 0 THEN
             INSERT INTO lashflow_queue_keys AS k (queue, key, finish)
             VALUES (run_queue, run_key, q.vtime + 1.0)
             ON CONFLICT (queue, key) DO UPDATE SET finish = GREATEST(q.vtime, k.finish)
                 + 1.0 / k.weight
             RETURNING k.finish - 1.0 / k.weight INTO start_tag;
             UPDATE lashflow_queues SET vtime = start_tag WHERE name = run_queue;
-        END IF;
-    END IF;
-    RETURN NEXT claimed;
-END
-$gate$"""
-MIGRATION.append(GATE_FUNCTION)
+        END IF;'''
+MIGRATION.append(GATE_FUNCTION.replace("{fair}", _FAIR_8))
 
-_CANDIDATES = queue_sql(CANDIDATES, "lashflow_", greatest="GREATEST")
+# Version 9 (ADR 0037): fairness tags given on arrival; a start moves the queue's
+# virtual time to its run's tag (the gate function is made again with that rule).
+MIGRATION_9 = [
+    "ALTER TABLE lashflow_runs ADD COLUMN IF NOT EXISTS fair_tag DOUBLE PRECISION NOT NULL "
+    "DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS lashflow_runs_queue_next ON lashflow_runs "
+    "(queue, priority, fair_tag, created_at, run_id) "
+    "WHERE queue IS NOT NULL AND status = 'queued' AND lease_owner IS NULL",
+    "DROP FUNCTION IF EXISTS lashflow_gate_claim(TEXT, TEXT, DOUBLE PRECISION, "
+    "DOUBLE PRECISION, BIGINT, TEXT, BOOLEAN)",
+    GATE_FUNCTION.replace("{fair}", """        IF q.fair <> 0 THEN
+            UPDATE lashflow_queues SET vtime = GREATEST(vtime, claimed.fair_tag)
+            WHERE name = run_queue;
+        END IF;""").replace(" start_tag DOUBLE PRECISION;", ""),
+]
+
+# ``fair_enqueue``: the key's finish tag moves under its row's lock (an upsert), so
+# runs of one key submitted at once get tags one turn apart; nothing for a queue that
+# is not fair (the upsert selects no row).
+FAIR_ENQUEUE = """
+WITH k AS (
+    INSERT INTO lashflow_queue_keys AS k (queue, key, finish)
+    SELECT $2, $3, q.vtime + 1.0 FROM lashflow_queues q WHERE q.name = $2 AND q.fair <> 0
+    ON CONFLICT (queue, key) DO UPDATE SET finish = GREATEST(EXCLUDED.finish - 1.0, k.finish)
+        + 1.0 / k.weight
+    RETURNING k.finish - 1.0 / k.weight AS tag)
+UPDATE lashflow_runs SET fair_tag = k.tag FROM k WHERE run_id = $1"""
+
+_RESUMABLE = queue_sql(RESUMABLE, "lashflow_")
+_FRONT = queue_sql(FRONT, "lashflow_")
+_FRONT_AFTER = queue_sql(FRONT, "lashflow_", FRONT_AFTER)
 _DEPTHS = queue_sql(DEPTHS, "lashflow_")
 
 
@@ -127,6 +159,16 @@ class QueueStatements:
         return await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_gate_claim("
                                    "$1, $2, $3, $4, $5, $6, $7)", run_id, owner, now, expires,
                                    generation, holder, dead)
+
+    async def gate_claims(self, conn: asyncpg.Connection, run_ids: list[str],
+                          generations: list[int], owner: str, now: float,
+                          expires: float) -> list[Any]:
+        """``lashflow_gate_claim`` for each new run, in list order, in one statement."""
+        return list(await conn.fetch(
+            f"SELECT {', '.join('g.' + c.strip() for c in RUN_COLUMNS.split(','))} "
+            "FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(run_id, generation, n) "
+            "CROSS JOIN LATERAL lashflow_gate_claim(u.run_id, $3, $4, $5, u.generation, NULL, "
+            "FALSE) AS g ORDER BY u.n", run_ids, generations, owner, now, expires))
 
     async def lock_queue(self, conn: asyncpg.Connection, name: str) -> None:
         await conn.execute("SELECT 1 FROM lashflow_queues WHERE name = $1 FOR UPDATE", name)
@@ -198,6 +240,35 @@ class QueueStatements:
         return list(await conn.fetch("SELECT key, tat FROM lashflow_buckets WHERE queue = $1",
                                      name))
 
-    async def queue_candidates(self, conn: asyncpg.Connection, now: float,
-                               limit: int) -> list[Any]:
-        return list(await conn.fetch(_CANDIDATES, now, limit))
+    async def bucket(self, conn: asyncpg.Connection, queue: str, key: str) -> float | None:
+        return await conn.fetchval("SELECT tat FROM lashflow_buckets WHERE queue = $1 AND "
+                                   "key = $2", queue, key)
+
+    async def fair_enqueue(self, conn: asyncpg.Connection, run_id: str, queue: str,
+                           key: str) -> None:
+        await conn.execute(FAIR_ENQUEUE, run_id, queue, key)
+
+    async def open_queues(self, conn: asyncpg.Connection) -> list[Any]:
+        return list(await conn.fetch(f"SELECT {QUEUE_COLUMNS} FROM lashflow_queues "
+                                     "WHERE paused = 0 ORDER BY name"))
+
+    async def queue_holders(self, conn: asyncpg.Connection, queue: str, now: float) -> list[Any]:
+        return list(await conn.fetch(
+            "SELECT queue_key, COUNT(*) FROM lashflow_runs WHERE queue = $1 AND lease_owner "
+            "IS NOT NULL AND lease_expires >= $2 AND status NOT IN ('finished', 'failed', "
+            "'cancelled') GROUP BY queue_key", queue, now))
+
+    async def queue_resumable(self, conn: asyncpg.Connection, queue: str,
+                              now: float) -> list[Any]:
+        return list(await conn.fetch(_RESUMABLE, queue, now))
+
+    async def queue_front(self, conn: asyncpg.Connection, queue: str, now: float,
+                          after: tuple[Any, ...] | None, size: int) -> list[Any]:
+        if after is None:
+            return list(await conn.fetch(_FRONT, queue, now, size))
+        return list(await conn.fetch(_FRONT_AFTER, queue, now, size, *after))
+
+    async def key_buckets(self, conn: asyncpg.Connection, queue: str,
+                          keys: list[str]) -> list[Any]:
+        return list(await conn.fetch("SELECT key, tat FROM lashflow_buckets WHERE queue = $1 "
+                                     "AND key = ANY($2::text[])", queue, keys))

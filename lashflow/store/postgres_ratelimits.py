@@ -1,5 +1,5 @@
 """PostgreSQL's SQL for the rate-limit statements (``programs.STATEMENTS``), mixed into
-the dialect's statements; the tables come with schema version 9.
+the dialect's statements; the tables come with schema version 10.
 
 A take is one ``UPDATE`` (or upsert): it waits for the bucket row's lock and then sets
 ``tat`` from the row's newest version, so takes from every machine line up on the row.

@@ -9,7 +9,7 @@ import asyncpg
 
 from .base import RunRecord
 from .queries import SUMMARY_COLUMNS
-from .queues import QUEUE_RUN_COLUMNS, run_queue
+from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, run_values
 from .schedules import SCHEDULE_COLUMNS
 from .sqlite_schedules import prefix_end

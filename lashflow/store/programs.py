@@ -19,13 +19,14 @@ from typing import Any, Callable, Collection, Generator, Iterable, Mapping, Sequ
 
 from ..errors import DbError, Fenced, JournalCorrupt
 from ..states import PAUSABLE, SETTLED
+from . import events
 from .base import (
     CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, JournalEntry, JournalPage,
-    RunDetail, RunQuery, RunRecord, StepRecord, StoreStats,
+    Reopening, RunDetail, RunQuery, RunRecord, StepRecord, StoreStats,
 )
 from .leases import holds_session, may_claim, owner_is_dead
 from .queries import next_cursor, stats_of, summary_from_row
-from .rows import RUN_COLUMNS, dumps, journal_from_rows, loads, run_from_row
+from .rows import RUN_COLUMNS, dumps, journal_from_rows, loads, run_from_row, run_queue
 
 T = TypeVar("T")
 Ask = tuple[str, tuple[Any, ...]]  # (statement name, its arguments)
@@ -100,8 +101,18 @@ def migrate(migrations: Mapping[int, Sequence[str]], label: str,
 
 
 # -- runs ---------------------------------------------------------------------------------
+def enqueued(runs: list[RunRecord]) -> Program[None]:
+    """Give each of ``runs`` (just stored) that entered a fair queue its fairness tag
+    (``fair_enqueue`` does nothing for a queue that is not fair; ADR 0037)."""
+    for run in runs:
+        queue, key, _ = run_queue(run)
+        if queue is not None:
+            yield "fair_enqueue", (run.run_id, queue, key)
+
+
 def create_run(run: RunRecord) -> Program[tuple[RunRecord, bool]]:
     if (yield "insert_run", (run,)):
+        yield from enqueued([run])
         return run, True  # stored as given: no need to read it back
     row = yield "run_row", (run.run_id,)
     if row is None:  # inserted and deleted in between: nothing here deletes live runs
@@ -248,23 +259,31 @@ def update_meta(run_id: str, edit: Callable[[dict[str, Any]], None]) -> Program[
     yield "set_meta", (run_id, dumps(meta))
 
 
-def reopen_run(run_id: str, now: float, edit: Callable[[dict[str, Any]], None],
-               forget: list[str]) -> Program[bool]:
-    """A stopped run whose lease is free goes back in the queue, cleared, its meta edited,
-    the completion rows of the steps in ``forget`` deleted (they will wait afresh)."""
-    row = yield "reopen_candidate", (run_id,)
-    if row is None:
-        return False
-    meta_text, status, holder, expires = row
-    if status not in REOPENABLE or not may_claim(holder, expires, None, now,
-                                                 steal_from_dead=False):
-        return False
-    meta = loads(meta_text) or {}
-    edit(meta)
-    yield "requeue", (run_id, now, dumps(meta))
+def reopen_runs(reopenings: list[Reopening], now: float) -> Program[list[str]]:
+    """The stopped runs whose lease is free go back in the queue, cleared, each its
+    ``Reopening`` applied: a handful of statements for the whole batch."""
+    wanted = {r.run_id: r for r in reopenings}
+    changed: list[tuple[str, str]] = []
+    for run_id, meta_text, status, holder, expires in (
+            (yield "reopen_candidates", (sorted(wanted),))):
+        if status in REOPENABLE and may_claim(holder, expires, None, now,
+                                              steal_from_dead=False):
+            meta = loads(meta_text) or {}
+            wanted[run_id].edit(meta)
+            changed.append((run_id, dumps(meta)))
+    if not changed:
+        return []
+    chosen = [wanted[run_id] for run_id, _ in changed]
+    attempts = [a for r in chosen for a in r.attempts]
+    if attempts:
+        yield "put_attempts", (attempts,)
+    yield "requeue_runs", (changed, now)
+    forget = [(r.run_id, key) for r in chosen for key in r.forget]
     if forget:
-        yield "forget_completions", (run_id, forget)
-    return True
+        yield "forget_completions", (forget,)
+    yield "append_events", ([(run_id, *events.status_event("queued", now, reopened=True))
+                             for run_id, _ in changed],)
+    return [run_id for run_id, _ in changed]
 
 
 def stop_requests(run_ids: list[str]) -> Program[dict[str, str]]:
@@ -275,14 +294,17 @@ def stop_requests(run_ids: list[str]) -> Program[dict[str, str]]:
 def pause_runs(run_ids: list[str], now: float, info: dict[str, Any]) -> Program[list[str]]:
     """Those of ``run_ids`` that would move on by themselves become ``paused`` (a drive
     under way keeps its lease: its writes land, its status change does not)."""
-    changed = []
+    changed, said = [], []
     for run_id, status, meta_text in (yield "runs_for_update", (run_ids,)):
         if status in PAUSABLE:
             meta = loads(meta_text) or {}
             meta["paused"] = dict(info, was=status)
             changed.append((run_id, "paused", dumps(meta)))
+            said.append((run_id, *events.status_event(
+                "paused", now, by=info.get("by"), reason=info.get("reason"), was=status)))
     if changed:
         yield "set_status_meta", (changed, now)
+        yield "append_events", (said,)
     return [run_id for run_id, _, _ in changed]
 
 
@@ -302,6 +324,8 @@ def unpause_runs(run_ids: list[str], now: float) -> Program[list[str]]:
         changed.append((run_id, "queued", dumps(meta)))
     if changed:
         yield "set_status_meta", (changed, now)
+        yield "append_events", ([(run_id, *events.status_event("queued", now, unpaused=True))
+                                 for run_id, _, _ in changed],)
     return [run_id for run_id, _, _ in changed]
 
 
@@ -320,6 +344,9 @@ def cancel_runs(run_ids: list[str], now: float, reason: str | None) -> Program[l
                             dumps(meta)))
     if changed:
         yield "request_cancels", (changed, now)
+        yield "append_events", ([(run_id, *events.status_event(
+            status, now, cancel_requested=True, reason=reason))
+            for run_id, status, _ in changed],)
     return [run_id for run_id, _, _ in changed]
 
 
@@ -436,7 +463,8 @@ STATEMENTS = frozenset({
     "settled_among", "delete_runs", "delete_unreferenced_blobs", "cancel_requested",
     "unsettled_leases", "claim_free", "lease_of", "session_gone", "claim_swap", "renew", "request_cancel",
     "due_runs", "wake", "meta_for_update", "stop_requested", "runs_for_update",
-    "set_status_meta", "request_cancels", "run_count", "set_meta", "reopen_candidate", "requeue", "forget_completions",
+    "set_status_meta", "request_cancels", "run_count", "set_meta", "reopen_candidates",
+    "put_attempts", "requeue_runs", "forget_completions",
     "completion", "open_wait", "open_waits", "touch_completion", "resolve_completion",
     "signal_by_sender", "append_signal", "signal",
     "versions_of", "insert_version", "move_candidate", "set_source",
@@ -450,10 +478,11 @@ STATEMENTS = frozenset({
     "queue_lease_of", "gate_claim", "lock_queue", "debounce_target", "debounce_update",
     "key_unsettled",
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
-    "delete_queue", "queue_depths", "buckets_of", "queue_candidates",
+    "delete_queue", "queue_depths", "buckets_of", "fair_enqueue", "fair_started",
+    "gate_claims", "open_queues", "queue_holders", "queue_resumable", "queue_front", "key_buckets",
     # rate limits and global concurrency (store.ratelimits)
     "take_named_rate", "take_own_rate", "take_slot", "release_slot", "rate_limit_rows",
     "put_rate_limit", "delete_rate_limit", "slots_held",
 })
 
-__all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "fenced", "one"]
+__all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "enqueued", "fenced", "one"]

@@ -22,6 +22,7 @@ SIGNALS_OF_RUN = "SELECT name, ordinal, payload FROM {table} WHERE run_id = ? OR
 
 SUMMARY_COLUMNS = ("run_id, process, status, parent_run_id, created_at, updated_at, waiting, "
                    "error, wake_at, cancel_requested, lease_owner, lease_expires, meta")
+STATE_COLUMNS = "run_id, status, created_at"  # a bulk action's page: nothing to decode
 
 
 def encode_cursor(created_at: float, run_id: str) -> str:
@@ -140,6 +141,11 @@ def page_of(rows: list[Any], query: RunQuery) -> RunPage:
                    next_cursor(rows, query, SUMMARY_COLUMNS.split(", ").index("created_at")))
 
 
+def states_of(rows: list[Any], query: RunQuery) -> tuple[list[tuple[str, str]], str | None]:
+    """A page of ``STATE_COLUMNS`` rows as (run id, status), and the next page's cursor."""
+    return [(row[0], row[1]) for row in rows[: query.limit]], next_cursor(rows, query, 2)
+
+
 def next_cursor(rows: list[Any], query: RunQuery, created_at: int) -> str | None:
     """The cursor after a page read ``limit + 1`` at a time (None on the last page);
     ``created_at``: that column's index in a row (``run_id`` is the first)."""
@@ -149,8 +155,8 @@ def next_cursor(rows: list[Any], query: RunQuery, created_at: int) -> str | None
     return encode_cursor(last[created_at], last[0])
 
 
-__all__ = ["SIGNALS_OF_RUN", "SUMMARY_COLUMNS", "count_sql", "decode_cursor", "encode_cursor",
-           "filters", "next_cursor", "page_of", "page_sql", "summary_from_row"]
+__all__ = ["SIGNALS_OF_RUN", "STATE_COLUMNS", "SUMMARY_COLUMNS", "count_sql", "decode_cursor", "encode_cursor",
+           "filters", "next_cursor", "page_of", "page_sql", "states_of", "summary_from_row"]
 
 
 # What ``/metrics`` reads for every process sharing the database.

@@ -1,9 +1,9 @@
 """Queues in the store: their limits, the gate a queued run's claim passes, and the
-listing that orders a queue's ready runs (ADR 0031).
+listing that finds a queue's next runs (ADR 0031, ADR 0037).
 
 A run enters a queue when it is created (columns ``queue``, ``queue_key``, ``priority``
-of its row, also kept in its meta for reads). What the queue allows is decided here
-once, for both backends:
+and ``fair_tag`` of its row, the first three also kept in its meta for reads). What the
+queue allows is decided here once, for both backends:
 
 - **Concurrency** is counted, never kept as a counter: a queue slot is a live lease of
   one of its runs (a worker driving it). A run that parks hands its lease back, and so
@@ -13,33 +13,37 @@ once, for both backends:
   arrival time (GCRA, no burst): a start is allowed at ``t >= tat`` and moves ``tat``
   to ``max(tat, t) + period / n``, so no half-open window of one period holds more
   than ``n`` starts.
-- **Fairness** is start-time fair queueing: each key has a finish tag, the queue a
-  virtual time; a start of key ``k`` takes ``start = max(vtime, finish_k)``, then
-  ``finish_k = start + 1 / weight_k`` and ``vtime = start``. A key idle for long comes
-  back at the queue's virtual time (no burst of credit).
+- **Fairness** is start-time fair queueing with tags given on arrival: a run of key
+  ``k`` entering a fair queue takes ``tag = max(vtime, finish_k)``, then
+  ``finish_k = tag + 1 / weight_k``; a start moves the queue's virtual time to its
+  run's tag. A key idle for long comes back at the virtual time (no burst of credit).
+  As the tag is a column, "priority, then fairness, then age" is the order of one index
+  (``runs_queue_next``), and the listing reads a queue's next runs from its front
+  instead of ranking every waiting run (ADR 0037).
 
 The gate runs while the queue's row is locked, so two workers never both take the last
 slot, and it is one statement on the wire: SQLite runs ``gate`` on its one writer, in
 one transaction; PostgreSQL calls ``lashflow_gate_claim``, a function that applies the
-same rule in the server, where the lock is held for microseconds (a gate of several
-round trips held it while the claiming worker's event loop was busy elsewhere, and
-three workers spent more time waiting for it than claiming). Only runs in a queue pay
-for it: an unqueued run's claim is the one statement it always was.
+same rule in the server, where the lock is held for microseconds. Only runs in a queue
+pay for it: an unqueued run's claim is the one statement it always was.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Collection
 
 from ..states import SETTLED
-from .base import Claimed, QueueRow, QueueStats, RunRecord
+from .base import Claimed, QueueRow, QueueStats, QueueTake, RunRecord
 from .leases import may_claim
-from .programs import Program, one
-from .rows import dumps, run_from_row
+from .programs import Program, enqueued, one
+from .rows import NO_KEY, QUEUE_RUN_COLUMNS, dumps, run_from_row, run_queue
 
 QUEUE_COLUMNS = ("name, concurrency, per_key, rate_n, rate_period, key_rate_n, key_rate_period, "
                  "priority_levels, fair, paused, vtime, created_at, updated_at")
-NO_KEY = ""  # the key of a run submitted without one
+PAGE_MIN = 32  # rows of a queue's front read at once (more when more slots are free)
+PAGES = 4  # pages read per queue and listing at most (keys at their limit are passed over)
 
 
 def queue_from_row(row: Any) -> QueueRow:
@@ -80,8 +84,8 @@ def gate(run_id: str, owner: str, now: float, expires: float, generation: int,
     """The queue's gate as statements (the rule PostgreSQL's ``lashflow_gate_claim``
     function applies in the server): under the queue's lock, refuse a paused queue, a
     full queue or key, a rate that does not allow a start yet; else swap the lease and,
-    for a run's first start, move its buckets and fairness tags. The claimed run's row,
-    or None."""
+    for a run's first start, move its buckets and the queue's virtual time. The claimed
+    run's row, or None."""
     lease = yield "queue_lease_of", (run_id,)
     if lease is None:
         return None
@@ -115,8 +119,112 @@ def gate(run_id: str, owner: str, now: float, expires: float, generation: int,
         for bucket_key, tat in buckets:
             yield "put_bucket", (queue, bucket_key, tat)
         if config.fair:
-            yield "fair_start", (queue, key, config.vtime)
+            yield "fair_started", (queue, run_id)
     return claimed
+
+
+# -- the listing ----------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Front:
+    """What the listing knows of one queue while it walks the queue's front."""
+
+    config: QueueRow
+    held: dict[str, int]  # live leases per key
+    want: int  # runs to list at most (the free slots, or the asked limit)
+    now: float
+    skip: frozenset[str]
+    picked: list[tuple[Any, ...]]
+    taken: Counter[str]
+    limited: list[float]
+    queue_tat: float | None = None
+    key_tats: dict[str, float] | None = None
+
+    def admit(self, row: Any) -> None:
+        """List ``row`` (run_id, key, priority, tag, created_at, starting, generation of a
+        new run or None) if its key has room and, for a first start, the queue's and the
+        key's rates allow one now."""
+        run_id, key, priority, tag, created, starting, generation = row
+        per_key = self.config.per_key
+        if len(self.picked) >= self.want or run_id in self.skip or \
+                (per_key is not None and self.held.get(key, 0) + self.taken[key] >= per_key):
+            return
+        if starting:
+            for tat in (self.queue_tat, (self.key_tats or {}).get(key)):
+                if tat is not None and tat > self.now:
+                    self.limited.append(tat)
+                    return
+        self.taken[key] += 1
+        self.picked.append((priority, tag, created, run_id, generation))
+
+
+def candidates(now: float, limit: int, skip: frozenset[str]
+               ) -> Program[tuple[list[tuple[str, int | None]], float | None]]:
+    """The runs of queues a worker may try to claim now, best first, cut to what each
+    queue's and key's limits allow (at most ``limit``; each with its generation if it is
+    new, None if it is being resumed), and when a rate-limited queue or key next allows
+    a start (None: none is). Per queue: its held leases by key, its runs being resumed,
+    then its front (``queue_front``, in index order) a page at a time, passing over keys
+    at their limit, until its free slots are filled."""
+    picked: list[tuple[Any, ...]] = []
+    limited: list[float] = []
+    for row in (yield "open_queues", ()):
+        config = queue_from_row(row)
+        held = dict((yield "queue_holders", (config.name, now)))
+        want = limit
+        if config.concurrency is not None:
+            want = min(want, config.concurrency - sum(held.values()))
+        if want <= 0:
+            continue
+        front = _Front(config, held, want, now, skip, [], Counter(), limited)
+        if config.rate is not None:
+            front.queue_tat = yield "bucket", (config.name, NO_KEY)
+        for found in sorted((yield "queue_resumable", (config.name, now)),
+                            key=lambda r: (r[2], r[3], r[4], r[0])):
+            yield from _rate_of_keys(front, [found])
+            front.admit(found)
+        after: tuple[Any, ...] | None = None
+        for _ in range(PAGES):
+            if len(front.picked) >= want:
+                break
+            size = max(PAGE_MIN, 2 * want)
+            page = list((yield "queue_front", (config.name, now, after, size)))
+            yield from _rate_of_keys(front, page)
+            for found in page:
+                front.admit(found)
+            if len(page) < size:
+                break
+            last = page[-1]
+            after = (last[2], last[3], last[4], last[0])
+        picked += front.picked
+    picked.sort(key=lambda row: row[:4])
+    return [(row[3], row[4]) for row in picked[:limit]], min(limited) if limited else None
+
+
+def take(now: float, limit: int, owner: str, ttl: float,
+         skip: frozenset[str]) -> Program[QueueTake]:
+    """``Store.take_queued``: the listing, then every new run it found through the gate
+    at once (``gate_claims``: one statement, the gate applied run by run in list order),
+    in one transaction."""
+    found, allowed_at = yield from candidates(now, limit, skip)
+    new = [(run_id, generation) for run_id, generation in found if generation is not None]
+    rows = list((yield "gate_claims", ([run_id for run_id, _ in new],
+                                       [generation for _, generation in new],
+                                       owner, now, now + ttl))) if new else []
+    return QueueTake([Claimed(run_from_row(row), None) for row in rows],
+                     [run_id for run_id, generation in found if generation is None], allowed_at)
+
+
+def _rate_of_keys(front: _Front, rows: list[Any]) -> Program[None]:
+    """Read the per-key buckets of the keys of ``rows`` not read yet (a queue with a
+    rate per key only)."""
+    if front.config.key_rate is None:
+        return
+    if front.key_tats is None:
+        front.key_tats = {}
+    keys = sorted({row[1] for row in rows if row[5] and row[1] not in front.key_tats})
+    if keys:
+        front.key_tats.update(dict.fromkeys(keys, 0.0))
+        front.key_tats.update(dict((yield "key_buckets", (front.config.name, keys))))
 
 
 # -- debounce and singletons --------------------------------------------------------------
@@ -139,6 +247,7 @@ def debounce_run(run: RunRecord, keep_newest: bool) -> Program[tuple[RunRecord, 
                                       target.wake_at)):
             return target, False
     yield "insert_run", (run,)
+    yield from enqueued([run])
     return run, True
 
 
@@ -158,6 +267,7 @@ def singleton_run(run: RunRecord, cancel_running: bool
     for run_id in found:
         yield "request_cancel", (run_id,)
     yield "insert_run", (run,)
+    yield from enqueued([run])
     return run, True, found
 
 
@@ -236,67 +346,17 @@ class QueueStore:
     async def queue_stats(self, name: str, now: float) -> QueueStats:
         return await self._read(queue_stats, name, float(now), scan=True, snapshot=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
-    async def queue_claimable(self, now: float, limit: int) -> tuple[list[str], float | None]:
-        """Runs of queues a worker may try to claim now, best first (priority, then
-        fairness or age), already cut to what each key's and queue's limits allow, and
-        when a rate-limited queue or key next allows a start (None: none is)."""
-        rows = await self._read(one, "queue_candidates", float(now), int(limit))  # type: ignore[attr-defined]  # a mixin of CoreStore
-        ready = [row[0] for row in rows if row[0] is not None]
-        later = [float(row[1]) for row in rows if row[0] is None and row[1] is not None]
-        return ready, min(later) if later else None
+    async def take_queued(self, now: float, limit: int, owner: str, ttl: float,
+                          skip: Collection[str] = ()) -> QueueTake:
+        """Claim for ``owner`` up to ``limit`` new runs of queues, best first (priority,
+        then fairness or age), as each queue's and key's limits allow, in one
+        transaction; list the runs being resumed, to claim one by one; say when a
+        rate-limited queue or key next allows a start."""
+        if limit <= 0:
+            return QueueTake([], [], None)
+        return await self._write(take, float(now), int(limit), owner, float(ttl),  # type: ignore[attr-defined]  # a mixin of CoreStore
+                                 frozenset(skip))
 
-
-# The ready runs of queues, ranked. ``$1`` now, ``$2`` the limit. ``{greatest}`` is the
-# dialect's two-argument maximum. A key's runs are numbered (``nth``) so that a key with
-# room for two more runs lists at most two, and a queue's (``qn``) so that a queue with
-# one free slot lists one run (a longer list would be claimed one by one as slots free,
-# after runs that came later and rank higher); fairness orders by each run's start tag
-# as if its key's earlier runs started first. The second part says when the soonest
-# rate-limited queue or key with ready runs allows a start again.
-CANDIDATES = """
-WITH held AS (
-    SELECT queue, queue_key, COUNT(*) AS n FROM {runs}
-    WHERE queue IS NOT NULL AND lease_owner IS NOT NULL AND lease_expires >= $1
-      AND status NOT IN ('finished', 'failed', 'cancelled')
-    GROUP BY queue, queue_key),
-held_queue AS (SELECT queue, SUM(n) AS n FROM held GROUP BY queue),
-ready AS (
-    SELECT r.run_id, r.queue, r.queue_key, r.priority, r.created_at,
-           (r.status = 'queued' AND r.generation = 0) AS starting,
-           ROW_NUMBER() OVER (PARTITION BY r.queue, r.queue_key
-                              ORDER BY r.priority, r.created_at, r.run_id) AS nth
-    FROM {runs} r
-    WHERE r.queue IS NOT NULL AND (r.lease_owner IS NULL OR r.lease_expires < $1)
-      AND (r.status = 'running'
-           OR (r.status = 'queued' AND (r.wake_at IS NULL OR r.wake_at <= $1))
-           OR (r.status = 'waiting' AND r.wake_at IS NOT NULL AND r.wake_at <= $1))),
-ranked AS (
-    SELECT ready.run_id, ready.priority, ready.created_at, ready.queue,
-           q.concurrency - COALESCE(t.n, 0) AS room,
-           CASE WHEN q.fair = 1 THEN {greatest}(q.vtime, COALESCE(k.finish, 0))
-                + (ready.nth - 1) / COALESCE(k.weight, 1.0) ELSE 0 END AS tag,
-           CASE WHEN ready.starting AND qb.tat > $1 THEN qb.tat
-                WHEN ready.starting AND kb.tat > $1 THEN kb.tat END AS limited
-    FROM ready LEFT JOIN {queues} q ON q.name = ready.queue
-    LEFT JOIN held h ON h.queue = ready.queue AND h.queue_key = ready.queue_key
-    LEFT JOIN held_queue t ON t.queue = ready.queue
-    LEFT JOIN {keys} k ON k.queue = ready.queue AND k.key = ready.queue_key
-    LEFT JOIN {buckets} qb ON qb.queue = ready.queue AND qb.key = '' AND q.rate_n IS NOT NULL
-    LEFT JOIN {buckets} kb ON kb.queue = ready.queue AND kb.key = ready.queue_key
-         AND q.key_rate_n IS NOT NULL
-    WHERE COALESCE(q.paused, 0) = 0
-      AND (q.per_key IS NULL OR COALESCE(h.n, 0) + ready.nth <= q.per_key)),
-numbered AS (
-    SELECT run_id, priority, created_at, tag, room,
-           ROW_NUMBER() OVER (PARTITION BY queue ORDER BY priority, tag, created_at, run_id)
-               AS qn
-    FROM ranked WHERE limited IS NULL)
-SELECT run_id, NULL FROM (
-    SELECT run_id FROM numbered WHERE room IS NULL OR qn <= room
-    ORDER BY priority, tag, created_at, run_id LIMIT $2) AS best
-UNION ALL
-SELECT NULL, MIN(limited) FROM ranked WHERE limited IS NOT NULL
-"""
 
 # ``queue show``: runs of the queue by priority, key and whether they hold a slot now
 # (started: a live lease), with the oldest creation time of each group.
@@ -308,24 +368,41 @@ FROM {runs} WHERE queue = $1 AND status NOT IN ('finished', 'failed', 'cancelled
 GROUP BY priority, queue_key, (lease_owner IS NOT NULL AND lease_expires >= $2)
 """
 
+# A queue's runs being resumed (``$1`` the queue, ``$2`` now): handed back while
+# running, due after a park, or held by a lease that lapsed. The rest of its ready runs
+# are new (queued, never leased) and are read from its front (``FRONT``).
+RESUMABLE = """
+SELECT run_id, queue_key, priority, fair_tag, created_at, FALSE, NULL
+FROM {runs} WHERE queue = $1 AND status IN ('running', 'waiting')
+  AND (lease_owner IS NULL OR lease_expires < $2)
+  AND (status = 'running' OR (wake_at IS NOT NULL AND wake_at <= $2))
+UNION ALL
+SELECT run_id, queue_key, priority, fair_tag, created_at, FALSE, NULL
+FROM {runs} {held} WHERE queue = $1 AND lease_owner IS NOT NULL AND status = 'queued'
+  AND lease_expires < $2 AND (wake_at IS NULL OR wake_at <= $2)
+"""
 
-def queue_sql(template: str, prefix: str, greatest: str = "MAX") -> str:
+# A page of a queue's front: its new runs in the order they start (priority, fairness
+# tag, age), after the row-value ``{after}`` when a page was read before. One range of
+# the index ``runs_queue_next``; a debounced run still in its window is passed over.
+FRONT = """
+SELECT run_id, queue_key, priority, fair_tag, created_at, generation = 0, generation
+FROM {runs} WHERE queue = $1 AND status = 'queued' AND lease_owner IS NULL
+  AND (wake_at IS NULL OR wake_at <= $2){after}
+ORDER BY priority, fair_tag, created_at, run_id LIMIT $3
+"""
+FRONT_AFTER = " AND (priority, fair_tag, created_at, run_id) > ($4, $5, $6, $7)"
+
+
+def queue_sql(template: str, prefix: str, after: str = "", held: str = "") -> str:
+    """``template`` for a dialect: its tables' ``prefix``, the keyset condition
+    ``after``, and ``held``, how it names the index of a queue's leased runs (SQLite's
+    planner, without statistics, would read all the queue's runs instead)."""
     return template.format(runs=f"{prefix}runs", queues=f"{prefix}queues",
                            keys=f"{prefix}queue_keys", buckets=f"{prefix}buckets",
-                           greatest=greatest)
+                           after=after, held=held)
 
 
-QUEUE_RUN_COLUMNS = "queue, queue_key, priority"  # after RUN_COLUMNS when a run is inserted
-
-
-def run_queue(run: RunRecord) -> tuple[str | None, str | None, int | None]:
-    """The values of ``QUEUE_RUN_COLUMNS`` for ``run``: what its meta's ``queue`` names."""
-    entry = run.meta.get("queue")
-    if not isinstance(entry, dict):
-        return None, None, None
-    return entry.get("name"), entry.get("key", NO_KEY), entry.get("priority")
-
-
-__all__ = ["CANDIDATES", "DEPTHS", "NO_KEY", "QUEUE_COLUMNS", "QueueRow", "QueueStats",
-           "QUEUE_RUN_COLUMNS", "QueueStore", "claim_queued", "gate", "queue_from_row", "queue_sql",
-           "run_queue"]
+__all__ = ["DEPTHS", "FRONT", "FRONT_AFTER", "NO_KEY", "QUEUE_COLUMNS", "QUEUE_RUN_COLUMNS",
+           "RESUMABLE", "QueueRow", "QueueStats", "QueueStore", "candidates", "claim_queued",
+           "enqueued", "gate", "queue_from_row", "queue_sql", "run_queue", "take"]

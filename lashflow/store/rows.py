@@ -216,6 +216,18 @@ def run_values(run: RunRecord) -> tuple[Any, ...]:
             None if run.wake_at is None else float(run.wake_at), dumps(run.meta))
 
 
+QUEUE_RUN_COLUMNS = "queue, queue_key, priority"  # after RUN_COLUMNS when a run is inserted
+NO_KEY = ""  # the queue key of a run submitted without one
+
+
+def run_queue(run: RunRecord) -> tuple[str | None, str | None, int | None]:
+    """The values of ``QUEUE_RUN_COLUMNS`` for ``run``: what its meta's ``queue`` names."""
+    entry = run.meta.get("queue")
+    if not isinstance(entry, dict):
+        return None, None, None
+    return entry.get("name"), entry.get("key", NO_KEY), entry.get("priority")
+
+
 def run_from_row(row: Sequence[Any]) -> RunRecord:
     """A row of ``RUN_COLUMNS``; one whose JSON columns do not decode is ``JournalCorrupt``
     (one line naming the run), not a crash of every command that lists runs."""
@@ -232,6 +244,6 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
         cancel_requested=bool(row[15]), wake_at=row[16], meta=fields[4] or {})
 
 
-__all__ = ["RUN_COLUMNS", "STEP_READ_COLUMNS", "EncodedStep", "attempt_from_row", "dumps",
+__all__ = ["NO_KEY", "QUEUE_RUN_COLUMNS", "RUN_COLUMNS", "STEP_READ_COLUMNS", "EncodedStep", "attempt_from_row", "dumps",
            "encode_step", "folded_attempts", "journal_from_rows", "loads", "run_from_row",
-           "step_from_row"]
+           "run_queue", "step_from_row"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Collection
 
 from .base import RunRecord, RunSummary, ScheduleRow
-from .programs import Program, one
+from .programs import Program, enqueued, one
 from .queries import summary_from_row
 from .rows import loads
 
@@ -54,7 +54,8 @@ def swap_schedule(row: ScheduleRow, expected: int | None,
     if not written:
         return False
     for run in runs:
-        yield "insert_run", (run,)
+        if (yield "insert_run", (run,)):
+            yield from enqueued([run])
     return True
 
 
@@ -68,6 +69,7 @@ def swap_schedules(batch: list[tuple[ScheduleRow, int, list[RunRecord]]]
     runs = [run for row, _, row_runs in batch if row.name in won for run in row_runs]
     if runs:
         yield "insert_runs", (runs,)
+        yield from enqueued(runs)
     return [row.name in won for row, _, _ in batch]
 
 

@@ -40,15 +40,16 @@ import aiosqlite
 from ..errors import DbError, NoDatabase
 from ..states import KEPT_PAUSED
 from . import events
-from .base import SCHEMA_VERSION, UNCHECKED_ROWS, Commit, RunQuery, RunRecord
+from .base import SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
-from .queues import QUEUE_RUN_COLUMNS, run_queue
+from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, run_values
 from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_queues import MIGRATION as QUEUES_MIGRATION
+from .sqlite_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .sqlite_queues import QueueStatements
 from .sqlite_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
 from .sqlite_ratelimits import RateLimitStatements
@@ -142,8 +143,10 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # Version 8: queues, their keys and token buckets; a run's queue, key and priority.
     8: QUEUES_MIGRATION,
-    # Version 9: tools' rate limits (token buckets) and global concurrency slots (ADR 0036).
-    9: RATE_LIMITS_MIGRATION,
+    # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
+    9: QUEUE_ORDER_MIGRATION,
+    # Version 10: tools' rate limits (token buckets) and global concurrency slots (ADR 0036).
+    10: RATE_LIMITS_MIGRATION,
 }
 
 
@@ -276,17 +279,27 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", run_values(run) + run_queue(run))
         if cursor.rowcount != 1:
             return False
-        self.append_events(conn, run.run_id, [events.created(run)])
+        self.append_events(conn, [(run.run_id, *events.created(run))])
         return True
 
-    def append_events(self, conn: sqlite3.Connection, run_id: str,
-                      rows: list[events.EventRow]) -> None:
-        """The run's next offsets: the one writer connection makes ``MAX`` exact."""
-        last = conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?",
-                            (run_id,)).fetchone()[0] or 0
+    def append_events(self, conn: sqlite3.Connection, rows: list[events.RunEventRow]) -> None:
+        """Each row its run's next offset (rows of one run in their order): the one
+        writer connection makes ``MAX`` exact. One read for the runs' last offsets."""
+        if not rows:
+            return
+        ids = sorted({row[0] for row in rows})
+        if len(ids) == 1:
+            last = {ids[0]: conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?",
+                                         ids).fetchone()[0] or 0}
+        else:
+            last = dict(_chunked(conn, "SELECT run_id, MAX(seq) FROM events WHERE run_id IN "
+                                 "({}) GROUP BY run_id", ids))
+        numbered = []
+        for run_id, kind, data, at in rows:
+            seq = last[run_id] = (last.get(run_id) or 0) + 1
+            numbered.append((run_id, seq, kind, data, at))
         conn.executemany("INSERT INTO events (run_id, seq, kind, data, at) VALUES (?,?,?,?,?)",
-                         [(run_id, last + n, kind, data, at)
-                          for n, (kind, data, at) in enumerate(rows, 1)])
+                         numbered)
 
     def run_events(self, conn: sqlite3.Connection, run_id: str, after: int,
                    limit: int) -> list[Any]:
@@ -334,8 +347,9 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     def parked_waits(self, conn: sqlite3.Connection) -> list[Any]:
         return conn.execute(PARKED_WAITS.format(table="runs")).fetchall()
 
-    def run_page(self, conn: sqlite3.Connection, query: RunQuery) -> list[Any]:
-        sql, params = page_sql(query, "runs", lambda n: "?", _json_field)
+    def run_page(self, conn: sqlite3.Connection, query: RunQuery,
+                 columns: str = SUMMARY_COLUMNS) -> list[Any]:
+        sql, params = page_sql(query, "runs", lambda n: "?", _json_field, columns)
         return conn.execute(sql, params).fetchall()
 
     def run_count(self, conn: sqlite3.Connection, query: RunQuery) -> int:
@@ -484,21 +498,31 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     def set_meta(self, conn: sqlite3.Connection, run_id: str, meta: str) -> None:
         conn.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (meta, run_id))
 
-    def reopen_candidate(self, conn: sqlite3.Connection, run_id: str) -> Any:
-        return conn.execute("SELECT meta, status, lease_owner, lease_expires FROM runs WHERE "
-                            "run_id = ?", (run_id,)).fetchone()
+    def reopen_candidates(self, conn: sqlite3.Connection, run_ids: list[str]) -> list[Any]:
+        return _chunked(conn, "SELECT run_id, meta, status, lease_owner, lease_expires FROM "
+                        "runs WHERE run_id IN ({})", run_ids)
 
-    def requeue(self, conn: sqlite3.Connection, run_id: str, now: float, meta: str) -> None:
-        conn.execute("UPDATE runs SET status = 'queued', result = 'null', error = 'null', "
-                     "waiting = '[]', wake_at = NULL, cancel_requested = 0, lease_owner = NULL, "
-                     "lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
-                     (now, meta, run_id))
-        self.append_events(conn, run_id, [events.status_event("queued", now, reopened=True)])
+    def requeue_runs(self, conn: sqlite3.Connection, changes: list[tuple[str, str]],
+                     now: float) -> None:
+        conn.executemany("UPDATE runs SET status = 'queued', result = 'null', error = 'null', "
+                         "waiting = '[]', wake_at = NULL, cancel_requested = 0, lease_owner = "
+                         "NULL, lease_expires = 0, updated_at = ?, meta = ? WHERE run_id = ?",
+                         [(now, meta, run_id) for run_id, meta in changes])
 
-    def forget_completions(self, conn: sqlite3.Connection, run_id: str,
-                           step_keys: list[str]) -> None:
-        conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?",
-                         [(run_id, key) for key in step_keys])
+    def forget_completions(self, conn: sqlite3.Connection,
+                           steps: list[tuple[str, str]]) -> None:
+        conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?", steps)
+
+    def put_attempts(self, conn: sqlite3.Connection, attempts: Sequence[AttemptRecord]) -> None:
+        """Attempt rows of their own, an existing one updated in place."""
+        conn.executemany(
+            "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
+            "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
+            "attempt) DO UPDATE SET status = excluded.status, code = excluded.code, message = "
+            "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
+            [(attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
+              attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at)
+             for attempt in attempts])
 
     # -- versions ----------------------------------------------------------------------------
     def versions_of(self, conn: sqlite3.Connection, process: str | None) -> list[Any]:
@@ -590,19 +614,13 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             "ON CONFLICT (run_id, step_key) DO UPDATE SET status = excluded.status, "
             "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
             "updated_at = excluded.updated_at", rows)
-        conn.executemany(
-            "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
-            "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
-            "attempt) DO UPDATE SET status = excluded.status, code = excluded.code, message = "
-            "excluded.message, detail = excluded.detail, finished_at = excluded.finished_at",
-            [(attempt.run_id, attempt.step_key, attempt.attempt, attempt.status, attempt.code,
-              attempt.message, dumps(attempt.detail), attempt.started_at, attempt.finished_at)
-             for attempt in change.attempts if folded.get(attempt.step_key) is not attempt])
+        self.put_attempts(conn, [attempt for attempt in change.attempts
+                                 if folded.get(attempt.step_key) is not attempt])
         if change.wake is not None:
             self.wake(conn, change.wake, change.wake_at, WAKEABLE)
         happened = events.of_commit(change)
         if happened:
-            self.append_events(conn, change.run_id, happened)
+            self.append_events(conn, [(change.run_id, *row) for row in happened])
         if change.run is not None:
             run = change.run
             lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""

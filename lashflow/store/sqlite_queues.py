@@ -1,5 +1,5 @@
 """SQLite's SQL for the queue statements (``programs.STATEMENTS``), mixed into the
-dialect's statements; the tables and columns come with schema version 8. The gate needs
+dialect's statements; the tables and columns come with schema versions 8 and 9. The gate needs
 no lock of its own here: every write runs on the one writer, in an IMMEDIATE
 transaction, so a gate's count and the claim it allows see one moment."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .queues import CANDIDATES, DEPTHS, QUEUE_COLUMNS, gate, queue_sql
+from .queues import DEPTHS, FRONT, FRONT_AFTER, QUEUE_COLUMNS, RESUMABLE, gate, queue_sql
 from .rows import RUN_COLUMNS
 
 
@@ -40,8 +40,28 @@ MIGRATION = [
         PRIMARY KEY (queue, key))""",
 ]
 
-_CANDIDATES = queue_sql(CANDIDATES, "").replace("$", "?")
-_DEPTHS = queue_sql(DEPTHS, "").replace("$", "?")
+# Version 9 (ADR 0037): a run's fairness tag, given when it enters a queue, and the
+# index whose order is the order runs of a queue start in.
+MIGRATION_9 = [
+    _add_column("runs", "fair_tag REAL NOT NULL DEFAULT 0"),
+    "CREATE INDEX IF NOT EXISTS runs_queue_next ON runs "
+    "(queue, priority, fair_tag, created_at, run_id) "
+    "WHERE queue IS NOT NULL AND status = 'queued' AND lease_owner IS NULL",
+]
+
+
+_HELD = "INDEXED BY runs_queue_held"
+
+
+def _sqlite(template: str, after: str = "") -> str:
+    """A shared template with SQLite's numbered parameters (``?1``, not ``$1``)."""
+    return queue_sql(template, "", after, _HELD).replace("$", "?")
+
+
+_DEPTHS = _sqlite(DEPTHS)
+_RESUMABLE = _sqlite(RESUMABLE)
+_FRONT = _sqlite(FRONT)
+_FRONT_AFTER = _sqlite(FRONT, FRONT_AFTER)
 
 
 class QueueStatements:
@@ -61,6 +81,13 @@ class QueueStatements:
             except StopIteration as end:
                 return end.value
             answer = getattr(self, name)(conn, *args)
+
+    def gate_claims(self, conn: sqlite3.Connection, run_ids: list[str], generations: list[int],
+                    owner: str, now: float, expires: float) -> list[Any]:
+        """``gate_claim`` for each new run (no lease to judge), in list order."""
+        rows = (self.gate_claim(conn, run_id, owner, now, expires, generation, None, False)
+                for run_id, generation in zip(run_ids, generations))
+        return [row for row in rows if row is not None]
 
     def lock_queue(self, conn: sqlite3.Connection, name: str) -> Any:
         return self.queue_row(conn, name)
@@ -86,7 +113,7 @@ class QueueStatements:
     def queue_held(self, conn: sqlite3.Connection, queue: str, key: str, now: float,
                    run_id: str) -> tuple[int, int]:
         row = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(queue_key = ?), 0) FROM runs WHERE queue = ? "
+            f"SELECT COUNT(*), COALESCE(SUM(queue_key = ?), 0) FROM runs {_HELD} WHERE queue = ? "
             "AND lease_owner IS NOT NULL AND lease_expires >= ? AND run_id <> ? "
             "AND status NOT IN ('finished', 'failed', 'cancelled')",
             (key, queue, now, run_id)).fetchone()
@@ -101,13 +128,22 @@ class QueueStatements:
         conn.execute("INSERT INTO buckets (queue, key, tat) VALUES (?, ?, ?) ON CONFLICT "
                      "(queue, key) DO UPDATE SET tat = excluded.tat", (queue, key, tat))
 
-    def fair_start(self, conn: sqlite3.Connection, queue: str, key: str, vtime: float) -> None:
+    def fair_enqueue(self, conn: sqlite3.Connection, run_id: str, queue: str,
+                     key: str) -> None:
+        row = conn.execute("SELECT vtime FROM queues WHERE name = ? AND fair <> 0",
+                           (queue,)).fetchone()
+        if row is None:
+            return
         conn.execute("INSERT OR IGNORE INTO queue_keys (queue, key) VALUES (?, ?)", (queue, key))
-        start = conn.execute("SELECT MAX(?, finish), weight FROM queue_keys WHERE queue = ? "
-                             "AND key = ?", (vtime, queue, key)).fetchone()
+        tag, weight = conn.execute("SELECT MAX(?, finish), weight FROM queue_keys WHERE "
+                                   "queue = ? AND key = ?", (row[0], queue, key)).fetchone()
         conn.execute("UPDATE queue_keys SET finish = ? WHERE queue = ? AND key = ?",
-                     (start[0] + 1.0 / start[1], queue, key))
-        conn.execute("UPDATE queues SET vtime = ? WHERE name = ?", (start[0], queue))
+                     (tag + 1.0 / weight, queue, key))
+        conn.execute("UPDATE runs SET fair_tag = ? WHERE run_id = ?", (tag, run_id))
+
+    def fair_started(self, conn: sqlite3.Connection, queue: str, run_id: str) -> None:
+        conn.execute("UPDATE queues SET vtime = MAX(vtime, (SELECT fair_tag FROM runs WHERE "
+                     "run_id = ?)) WHERE name = ?", (run_id, queue))
 
     def queue_row(self, conn: sqlite3.Connection, name: str) -> Any:
         return conn.execute(f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?",
@@ -146,5 +182,25 @@ class QueueStatements:
     def buckets_of(self, conn: sqlite3.Connection, name: str) -> list[Any]:
         return conn.execute("SELECT key, tat FROM buckets WHERE queue = ?", (name,)).fetchall()
 
-    def queue_candidates(self, conn: sqlite3.Connection, now: float, limit: int) -> list[Any]:
-        return conn.execute(_CANDIDATES, (now, limit)).fetchall()
+    def open_queues(self, conn: sqlite3.Connection) -> list[Any]:
+        return conn.execute(f"SELECT {QUEUE_COLUMNS} FROM queues WHERE paused = 0 "
+                            "ORDER BY name").fetchall()
+
+    def queue_holders(self, conn: sqlite3.Connection, queue: str, now: float) -> list[Any]:
+        return conn.execute(
+            f"SELECT queue_key, COUNT(*) FROM runs {_HELD} WHERE queue = ? AND lease_owner IS NOT NULL "
+            "AND lease_expires >= ? AND status NOT IN ('finished', 'failed', 'cancelled') "
+            "GROUP BY queue_key", (queue, now)).fetchall()
+
+    def queue_resumable(self, conn: sqlite3.Connection, queue: str, now: float) -> list[Any]:
+        return conn.execute(_RESUMABLE, (queue, now)).fetchall()
+
+    def queue_front(self, conn: sqlite3.Connection, queue: str, now: float,
+                    after: tuple[Any, ...] | None, size: int) -> list[Any]:
+        if after is None:
+            return conn.execute(_FRONT, (queue, now, size)).fetchall()
+        return conn.execute(_FRONT_AFTER, (queue, now, size, *after)).fetchall()
+
+    def key_buckets(self, conn: sqlite3.Connection, queue: str, keys: list[str]) -> list[Any]:
+        return conn.execute(f"SELECT key, tat FROM buckets WHERE queue = ? AND key IN "
+                            f"({','.join('?' * len(keys))})", (queue, *keys)).fetchall()

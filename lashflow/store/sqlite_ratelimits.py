@@ -1,5 +1,5 @@
 """SQLite's SQL for the rate-limit statements (``programs.STATEMENTS``), mixed into the
-dialect's statements; the tables come with schema version 9. Every write runs on the one
+dialect's statements; the tables come with schema version 10. Every write runs on the one
 writer, in an IMMEDIATE transaction: a take, and a slot's count and insert, see one
 moment."""
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from .base import RunRecord
 from .queries import SUMMARY_COLUMNS
-from .queues import QUEUE_RUN_COLUMNS, run_queue
+from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, run_values
 from .schedules import SCHEDULE_COLUMNS
 

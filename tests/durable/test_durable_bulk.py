@@ -111,17 +111,39 @@ async def test_bulk_pause_unpause_cancel_and_gc_by_filter(backend_url: str) -> N
         assert {r.process for r in (await engine.runs(limit=100)).runs} == {"nap"}
 
 
+async def test_bulk_by_queue_and_key(backend_url: str) -> None:
+    """``queue=`` and ``key=`` select the runs waiting in a queue, and of one key in it."""
+    async with Engine(db=backend_url, tools=[charge]) as engine:
+        await engine.queues.create("mail")
+        await engine.queues.create("sms")
+        for i, (queue, key) in enumerate([("mail", "acme"), ("mail", "acme"), ("mail", "beta"),
+                                          ("sms", "acme")]):
+            await engine.create(NAP, run_id=f"q{i}", queue=queue, key=key)
+        await engine.create(NAP, run_id="plain")
+        dry = await engine.bulk("pause", "queue=mail", dry_run=True)
+        assert (dry.matched, dry.acted) == (3, 3)
+        paused = await engine.bulk("pause", "queue=mail and key=acme", reason="acme is down")
+        assert sorted(paused.sample) == ["q0", "q1"]
+        by_key = await engine.bulk("pause", "key=acme and status=queued")
+        assert by_key.sample == ["q3"]
+        assert {r.run_id for r in (await engine.runs(status="paused", limit=10)).runs} == {
+            "q0", "q1", "q3"}
+
+
 def test_the_where_expression() -> None:
     now = 1_000_000.0
     query = parse_where("status=failed,cancelled and process=pay error=card_down "
-                        "created<2h updated>1d version=3 parent=p1", now)
+                        "created<2h updated>1d version=3 parent=p1 queue=mail key='acme co'",
+                        now)
     assert query.statuses == ("failed", "cancelled") and query.processes == ("pay",)
     assert query.error_codes == ("card_down",) and query.versions == (3,)
     assert (query.until, query.updated_since, query.parent) == (now - 7200, now - 86400, "p1")
+    assert (query.queue, query.key) == ("mail", "acme co")
     assert "failed" not in parse_where("status!=failed", now).statuses
     for bad, needle in (("colour=red", "unknown field"), ("status=done", "unknown status"),
                         ("created=2h", "compare times"), ("version=x", "a number"),
-                        ("status", "cannot read"), ("", "at least one")):
+                        ("status", "cannot read"), ("", "at least one"),
+                        ("queue=a,b", "one queue"), ("key!=x", "takes =")):
         with pytest.raises(LashflowError) as info:
             parse_where(bad, now)
         assert info.value.code == "usage_error" and needle in info.value.message, bad

@@ -190,3 +190,82 @@ def test_a_subscriber_sees_every_event_once_across_kills_of_worker_and_serve(
                     worker.wait(30)
             if served.proc is not None and served.proc.poll() is None:
                 served.kill()
+
+
+NAP_LASH = 'process nap() {\n  sleep for "1h"\n  finish 1\n}\n'
+
+
+class Watcher:
+    """Reads one run's stream on a thread for as long as the test lasts."""
+
+    def __init__(self, url: str, run_id: str) -> None:
+        self.seen: list[tuple[int, str, dict[str, Any]]] = []
+        self.progress = threading.Condition()
+        self.thread = threading.Thread(target=self._read, args=(url, run_id), daemon=True)
+        self.thread.start()
+
+    def _read(self, url: str, run_id: str) -> None:
+        try:
+            with httpx.Client(timeout=httpx.Timeout(60, read=300)) as client, \
+                    client.stream("GET", f"{url}/v1/runs/{run_id}/events",
+                                  headers=AUTH) as response:
+                for ident, kind, data in sse(response):
+                    with self.progress:
+                        self.seen.append((int(ident), kind, data))
+                        self.progress.notify_all()
+        except (httpx.HTTPError, OSError):
+            pass
+        finally:
+            with self.progress:
+                self.progress.notify_all()
+
+    def status(self, after: int, status: str, **data: Any) -> int:
+        """The index of the first ``run`` event past ``after`` with this status (and
+        these fields), once it has come."""
+        with self.progress:
+            while True:
+                for index, (_, kind, found) in enumerate(self.seen[after:], after):
+                    if kind == "run" and found["status"] == status and \
+                            all(found.get(k) == v for k, v in data.items()):
+                        return index
+                assert self.thread.is_alive(), self.seen
+                self.progress.wait(1)
+
+
+def test_operators_changes_reach_a_subscriber_as_they_happen(tmp_path: Path) -> None:
+    """Pause, unpause, and bulk pause, cancel and retry of a run, over HTTP, each reach
+    the run's open SSE stream as a status event, in order, with no gap."""
+    with serving(tmp_path, {"nap.lash": NAP_LASH}) as served:
+        def post(path: str, body: dict[str, Any] | None = None) -> Any:
+            answer = httpx.post(f"{served.url}{path}", headers=AUTH, json=body or {},
+                                timeout=60)
+            assert answer.status_code in (200, 202), answer.text
+            return answer.json()
+
+        def bulk(action: str, where: str, **extra: Any) -> None:
+            job = post("/v1/runs/bulk", {"action": action, "where": where, **extra})
+            while job["state"] == "running":  # the job's own progress, read until done
+                job = httpx.get(f"{served.url}/v1/jobs/{job['job_id']}", headers=AUTH,
+                                timeout=60).json()
+            assert (job["state"], job["acted"]) == ("done", 1), job
+
+        post("/v1/runs", {"file": "nap.lash", "process": "nap", "run_id": "nap-1"})
+        watch = Watcher(served.url, "nap-1")
+        at = watch.status(0, "waiting")
+        post("/v1/runs/nap-1/pause", {"reason": "look"})
+        at = watch.status(at, "paused", reason="look", was="waiting")
+        post("/v1/runs/nap-1/unpause")
+        at = watch.status(at, "queued", unpaused=True)
+        at = watch.status(at, "waiting")  # a worker replayed it to its wait
+        bulk("pause", "process=nap", reason="bulk")
+        at = watch.status(at, "paused", reason="bulk")
+        bulk("cancel", "process=nap and status=paused", reason="not needed")
+        at = watch.status(at, "queued", cancel_requested=True, reason="not needed")
+        at = watch.status(at, "cancelled")  # settled by the worker
+        bulk("retry", "status=cancelled and process=nap")
+        at = watch.status(at, "queued", reopened=True)
+        watch.status(at, "waiting")
+        offsets = [seq for seq, _, _ in watch.seen]
+        assert offsets == list(range(1, len(offsets) + 1))
+        for _, _, data in watch.seen:
+            TypeAdapter(RunEventData).validate_python(data)

@@ -79,9 +79,6 @@ async def test_nothing_is_left_running_when_the_store_closes(backend: Any) -> No
 
 
 def _owned_by_the_store(task: asyncio.Task[Any]) -> bool:
-    """The store's own tasks, and a bare wait on its wake-up event (on PostgreSQL, a
-    claim loop's wait for NOTIFY: it holds no work, unlike a drive, which this test is
-    about; that it is still pending at the store's close is a known leftover)."""
+    """The store's own tasks (its close stops them)."""
     code = getattr(task.get_coro(), "cr_code", None)
-    return code is not None and (Path(code.co_filename).parent.name == "store"
-                                 or code.co_qualname == "Event.wait")
+    return code is not None and Path(code.co_filename).parent.name == "store"

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from lashflow.store import AttemptRecord, Commit, Fenced, RunChange, RunRecord, StepRecord
+from lashflow.store import (
+    AttemptRecord, Commit, Fenced, Reopening, RunChange, RunRecord, StepRecord,
+)
 
 
 def _run(run_id: str, process: str = "p") -> RunRecord:
@@ -91,12 +93,74 @@ async def test_reopen_and_delete(backend: Any) -> None:
         await store.create_run(_run("r"))
         await store.commit(Commit("r", None, run=RunChange("failed", error={"code": "x",
                                                                              "message": "y"})))
-        assert await store.reopen_run("r", 5.0, lambda meta: None)
+        assert await store.reopen_runs([Reopening("r", lambda meta: None)], 5.0) == ["r"]
         assert [e.data["status"] for e in await store.run_events("r")] == [
             "queued", "failed", "queued"]
         await store.commit(Commit("r", None, run=RunChange("finished", result=1)))
         assert await store.delete_runs(["r"]) == 1
         assert await store.run_events("r") == []
+
+
+async def test_operator_status_changes_are_events_of_each_run(backend: Any) -> None:
+    """Pause, unpause, cancel and retry of many runs at once: each run changed gets its
+    status event, at its own next offset, in the write that changed it; a run the
+    write leaves alone gets none."""
+    async with backend.make() as store:
+        for run_id in ("a", "b", "c"):
+            await store.create_run(_run(run_id))
+        await store.commit(Commit("c", None, run=RunChange("failed", updated_at=2.0)))
+        info = {"by": "ops@host", "at": 3.0, "reason": "card service down"}
+        assert sorted(await store.pause_runs(["a", "b", "c"], 3.0, info)) == ["a", "b"]
+        assert sorted(await store.unpause_runs(["a", "c"], 4.0)) == ["a"]
+        assert sorted(await store.cancel_runs(["a", "b", "c"], 5.0, "wrong input")) == [
+            "a", "b"]
+        runs = {run_id: [(e.seq, e.data) for e in await store.run_events(run_id)]
+                for run_id in ("a", "b", "c")}
+        assert runs["a"] == [
+            (1, {"status": "queued", "process": "p"}),
+            (2, {"status": "paused", "by": "ops@host", "reason": "card service down",
+                 "was": "queued"}),
+            (3, {"status": "queued", "unpaused": True}),
+            (4, {"status": "queued", "cancel_requested": True, "reason": "wrong input"})]
+        assert [data["status"] for _, data in runs["b"]] == ["queued", "paused", "queued"]
+        assert [data["status"] for _, data in runs["c"]] == ["queued", "failed"]
+        assert [e.at for e in await store.run_events("b")][1:] == [3.0, 5.0]
+
+
+async def test_reopening_many_runs_is_one_write_with_an_event_each(backend: Any) -> None:
+    """``reopen_runs``: the stopped runs whose lease is free are queued, each with its own
+    meta edit, its attempts kept as rows, its forgotten completions gone and its event;
+    a run that is not stopped is left as it is."""
+    async with backend.make() as store:
+        for run_id in ("a", "b", "live"):
+            await store.create_run(_run(run_id))
+        for run_id in ("a", "b"):
+            await store.commit(Commit(run_id, None, steps=[_step(run_id, "t:0", outcome={
+                "status": "err", "error": {"code": "x", "message": "y"}})], attempts=[
+                AttemptRecord(run_id, "t:0", 1, "err", "x", "y", started_at=1.5,
+                              finished_at=2.0, with_step=True)],
+                run=RunChange("failed", updated_at=2.0)))
+            await store.completion_open_wait({"run_id": run_id, "step_key": "t:0"})
+        kept = AttemptRecord("a", "t:0", 1, "err", "x", "y", started_at=1.5, finished_at=2.0)
+
+        def mark(name: str) -> Any:
+            return lambda meta: meta.__setitem__("mark", name)
+        done = await store.reopen_runs([
+            Reopening("a", mark("A"), ["t:0"], [kept]), Reopening("b", mark("B")),
+            Reopening("live", mark("L"))], 6.0)
+        assert sorted(done) == ["a", "b"]
+        assert [(await store.get_run(r)).meta.get("mark") for r in ("a", "b", "live")] == [
+            "A", "B", None]
+        assert (await store.get_run("a")).status == "queued"
+        assert await store.completion_get("a", "t:0") is None
+        assert await store.completion_get("b", "t:0") is not None
+        _, attempts = await store.load_journal("a")
+        assert [(x.attempt, x.status) for x in attempts] == [(1, "err")]
+        for run_id in ("a", "b"):
+            last = (await store.run_events(run_id))[-1]
+            assert (last.seq, last.data, last.at) == (
+                4, {"status": "queued", "reopened": True}, 6.0)
+        assert len(await store.run_events("live")) == 1
 
 
 async def test_writers_of_one_run_at_once_keep_the_offsets_whole(backend: Any) -> None:
