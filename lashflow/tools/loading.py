@@ -8,6 +8,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Iterable
+from typing import Any
 from pathlib import Path
 
 from lashflow.errors import LashflowError, UsageError
@@ -89,9 +90,10 @@ def load_tool_modules(specs: Iterable[str | Path], *, base_dir: str | Path | Non
     return modules
 
 
-def tools_from_config(directory: str | Path) -> list[str]:
-    """The ``tools`` entries of ``[tool.lashflow]`` in ``pyproject.toml`` and ``lashflow.toml``."""
-    found: list[str] = []
+def lashflow_tables(directory: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The ``[tool.lashflow]`` table of each of the folder's config files (``pyproject.toml``,
+    then ``lashflow.toml``) that has one: the project configuration."""
+    found: list[tuple[Path, dict[str, Any]]] = []
     for filename in CONFIG_FILES:
         path = Path(directory) / filename
         if not path.is_file():
@@ -102,7 +104,17 @@ def tools_from_config(directory: str | Path) -> list[str]:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"{path}: invalid TOML: {exc}") from exc
-        entries = data.get("tool", {}).get("lashflow", {}).get("tools", [])
+        table = data.get("tool", {}).get("lashflow", {})
+        if isinstance(table, dict):
+            found.append((path, table))
+    return found
+
+
+def tools_from_config(directory: str | Path) -> list[str]:
+    """The ``tools`` entries of ``[tool.lashflow]`` in ``pyproject.toml`` and ``lashflow.toml``."""
+    found: list[str] = []
+    for path, table in lashflow_tables(directory):
+        entries = table.get("tools", [])
         if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
             raise UsageError(f"{path}: [tool.lashflow] tools must be a list of strings")
         found.extend(e for e in entries if e not in found)
