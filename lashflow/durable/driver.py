@@ -34,6 +34,7 @@ from .pauses import paused_message
 from .endings import (Drained, FailTurn, NeedsAttention, PausedOnExhausted, ReplayMismatch,
                       RunCancelled)
 from .events import Events
+from .heartbeat import LeaseKeeper
 from .host import DurableHost
 from .journal import DriveFlags, RunJournal
 from .outcome import RunOutcome, Wait
@@ -57,6 +58,7 @@ class Drive:
     generation: int
     compiled: Compiled
     flags: DriveFlags = field(default_factory=DriveFlags)
+    lease_lost: bool = False  # a renewal found the lease gone (``heartbeat``)
 
 
 class Slot:
@@ -121,6 +123,8 @@ class Driver:
         self._draining = False  # a worker loop is stopping: drives starting now stop at once
         self._follow_ups: set[asyncio.Task[RunOutcome]] = set()
         self._cancels = CancelWatcher(store, self._active)
+        self._leases = LeaseKeeper(store, self._active, owner, lambda: self.lease_ttl,
+                                   clock.now)
 
     # -- the task registry ---------------------------------------------------------------
     def spawn(self, run_id: str, *, fresh: tuple[RunRecord, Compiled] | None = None,
@@ -201,6 +205,7 @@ class Driver:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         await self._cancels.stop()
+        await self._leases.stop()
 
     def _pending(self) -> list[asyncio.Task[RunOutcome]]:
         return [task for task in self._tasks.values() if not task.done()]
@@ -297,7 +302,7 @@ class Driver:
         drive.flags.drain_requested = self._draining
         self._active[run_id] = drive
         self._cancels.ensure_running()
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(drive))
+        self._leases.ensure_running()
         if self.events:
             self.events.notify({"type": "drive", "run_id": run_id, "process": drive.run.process,
                                 "resumed": drive.generation > 1})
@@ -310,7 +315,6 @@ class Driver:
                         run_id)
             return self.reads.outcome_of(await self.reads.require(run_id))
         finally:
-            heartbeat.cancel()
             self._active.pop(run_id, None)
 
     async def _execute_reported(self, drive: Drive, fresh: bool,
@@ -330,14 +334,6 @@ class Driver:
         if telemetry.metrics is not None:
             telemetry.metrics.add("lashflow_drives_total", (("status", outcome.status.value),))
         return outcome
-
-    async def _heartbeat(self, drive: Drive) -> None:
-        while True:
-            await asyncio.sleep(self.lease_ttl / 3)
-            ok = await self.store.renew(drive.run.run_id, self.owner, drive.generation,
-                                        self.lease_ttl, self.clock.now())
-            if not ok:
-                return
 
     async def _release(self, run: RunRecord, generation: int) -> None:
         await self.store.commit(Commit(run.run_id, generation, run=RunChange(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import LashflowError
 from ..interp.effects import ToolCall as ToolCallEffect
@@ -102,6 +102,51 @@ class StoreCompletionStorage:
 ANNOUNCE_AFTER = 0.05  # s: an idempotent call running this long gets its started event
 
 
+class Announcer:
+    """The engine's one timer for announcing calls still running after ``after`` s.
+
+    A timer per call put a heap entry on the event loop for every step and cancelled it a
+    moment later (its pushes, pops and comparisons were about 5% of a short step's CPU).
+    Here a call's start is one dict entry, its end one removal; one timer, armed for the
+    oldest entry, calls back every entry whose time has come (entries are in deadline
+    order: all wait the same ``after``)."""
+
+    __slots__ = ("after", "_due", "_timer", "_loop")
+
+    def __init__(self, after: float = ANNOUNCE_AFTER) -> None:
+        self.after = after
+        self._due: dict[object, tuple[float, Callable[[], None]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the timer's
+
+    def add(self, callback: Callable[[], None]) -> object:
+        """Call ``callback`` in ``after`` s unless ``discard`` comes first; the token."""
+        loop = asyncio.get_running_loop()
+        token = object()
+        at = loop.time() + self.after
+        self._due[token] = (at, callback)
+        if self._timer is None or self._loop is not loop:  # (an engine opened again)
+            self._timer, self._loop = loop.call_at(at, self._fire), loop
+        return token
+
+    def discard(self, token: object) -> None:
+        self._due.pop(token, None)  # the timer stays: it finds nothing due, or the next
+
+    def _fire(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due = self._due
+        while due:
+            token = next(iter(due))
+            at, callback = due[token]
+            if at > now:
+                self._timer = loop.call_at(at, self._fire)
+                return
+            del due[token]
+            callback()
+
+
 class RunAttemptJournal:
     """``AttemptJournal`` for one run's batch.
 
@@ -111,14 +156,17 @@ class RunAttemptJournal:
     """
 
     def __init__(self, journal: RunJournal, calls: dict[str, tuple[ToolCallEffect, str]],
-                 tails: frozenset[str] = frozenset()) -> None:
+                 tails: frozenset[str] = frozenset(),
+                 announcer: Announcer | None = None) -> None:
         self.journal = journal
+        self.announcer = announcer or Announcer()
         self.machine = journal.machine
         self.calls = calls  # step key -> (the call, its canonical arguments text)
         self.tails = tails  # steps of tools whose budget keeps the tail (``output_tail``)
         self.starts: dict[tuple[str, int], float] = {}
         self.durable_starts: set[tuple[str, int]] = set()
-        self._announcing: dict[tuple[str, int], asyncio.TimerHandle | asyncio.Future[None]] = {}
+        # (step, attempt) -> the announcer's token while it waits, then the write
+        self._announcing: dict[tuple[str, int], object] = {}
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so
         # a crash loses only the calls still running (a lone call's outcome is held and
@@ -153,8 +201,8 @@ class RunAttemptJournal:
             await self.journal.commit([self.step(step_key, "started", None)],
                                    [self._attempt(step_key, attempt, None, at)])
         else:  # nothing written: a call still running after a while is announced
-            self._announcing[(step_key, attempt)] = asyncio.get_running_loop().call_later(
-                ANNOUNCE_AFTER, self._announce, step_key, attempt, at)
+            self._announcing[(step_key, attempt)] = self.announcer.add(
+                lambda: self._announce(step_key, attempt, at))
 
     def _announce(self, step_key: str, attempt: int, at: float) -> None:
         call, _ = self.calls[step_key]
@@ -170,15 +218,18 @@ class RunAttemptJournal:
     async def _announced(self, step_key: str, attempt: int) -> None:
         """The call's announcement is written before its outcome, or never."""
         pending = self._announcing.pop((step_key, attempt), None)
-        if isinstance(pending, asyncio.TimerHandle):
-            pending.cancel()
-        elif pending is not None:
+        if isinstance(pending, asyncio.Future):
             await pending
+        elif pending is not None:
+            self.announcer.discard(pending)
 
     def close(self) -> None:
         """The batch is over (or was cancelled): no announcement may come after it."""
         for pending in self._announcing.values():
-            pending.cancel()
+            if isinstance(pending, asyncio.Future):
+                pending.cancel()
+            else:
+                self.announcer.discard(pending)
         self._announcing.clear()
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
@@ -237,6 +288,7 @@ class ToolRunner:
         self.events = events
         self.model_provider = model_provider
         self.registry = ToolRegistry()
+        self.announcer = Announcer()
         self.dispatcher: Dispatcher | None = None
         self.book: CompletionBook | None = None
         self.loaded_modules: set[str] = set()
@@ -379,7 +431,7 @@ class ToolRunner:
                                         decision.attempt))
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)
-        attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails))
+        attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails), self.announcer)
         if self.events:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [f"{c.module}.{c.name}" for c in planned]})

@@ -107,11 +107,6 @@ class CallEnv:
 _GRACE_EXPIRED = object()
 
 
-def _drain(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
 async def _first(*aws: asyncio.Future[Any]) -> None:
     await asyncio.wait(aws, return_when=asyncio.FIRST_COMPLETED)
 
@@ -145,7 +140,7 @@ class CancelSignal(asyncio.Event):
 
 
 async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, grace: float) -> Any:
-    """The callback form of ``_run_with_grace``, run in the caller's own task (ADR 0011).
+    """The grace, run in the caller's own task (ADR 0011).
 
     No task of its own: a task per attempt cost 30-50 us a step (its creation and two
     extra event-loop turns). The tool runs as a plain ``await``, so ``asyncio.timeout``
@@ -191,31 +186,21 @@ async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, 
 
 
 async def _run_with_grace(coro: Any, cancel: asyncio.Event, clock: Clock, grace: float) -> Any:
-    """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then abandon it."""
+    """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then cut it off.
+
+    One implementation of the grace: a plain ``asyncio.Event`` (the dispatcher's public
+    API takes one) is bridged to a ``CancelSignal`` by one watcher task."""
     if isinstance(cancel, CancelSignal):
         return await _run_with_grace_signal(coro, cancel, clock, grace)
-    task = asyncio.ensure_future(coro)
-    helpers: list[asyncio.Future[Any]] = []
+    signal = CancelSignal()
+    if cancel.is_set():
+        signal.set()
+    watcher = asyncio.ensure_future(cancel.wait())
+    watcher.add_done_callback(lambda w: None if w.cancelled() else signal.set())
     try:
-        if not cancel.is_set():
-            helpers.append(asyncio.ensure_future(cancel.wait()))
-            await _first(task, helpers[-1])
-        if not task.done():
-            helpers.append(asyncio.ensure_future(clock.sleep(grace)))
-            await _first(task, helpers[-1])
-        if not task.done():
-            task.cancel()
-            task.add_done_callback(_drain)
-            return _GRACE_EXPIRED
-        return task.result()
-    except asyncio.CancelledError:
-        if not task.done():
-            task.cancel()
-            task.add_done_callback(_drain)
-        raise
+        return await _run_with_grace_signal(coro, signal, clock, grace)
     finally:
-        for helper in helpers:
-            helper.cancel()
+        watcher.cancel()
 
 
 async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Clock) -> tuple[ToolResult, str | None]:
