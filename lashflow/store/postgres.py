@@ -40,6 +40,8 @@ from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
 from .postgres_queues import MIGRATION as QUEUES_MIGRATION
 from .postgres_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .postgres_queues import QueueStatements
+from .postgres_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
+from .postgres_ratelimits import RateLimitStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
@@ -128,6 +130,7 @@ _MIGRATIONS: dict[int, list[str]] = {
     8: QUEUES_MIGRATION,
     # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
     9: QUEUE_ORDER_MIGRATION,
+    10: RATE_LIMITS_MIGRATION,  # tools' rate limits and global concurrency (ADR 0036)
 }
 
 # The events of a group's changes that passed their fence, each the run's next offset:
@@ -285,7 +288,7 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class _Statements(QueueStatements, ScheduleStatements):
+class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     """PostgreSQL's answer to each statement the store's programs name
     (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
     statement each; ``channel`` is the schema's NOTIFY channel, known once open."""
