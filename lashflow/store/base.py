@@ -676,10 +676,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def swap_schedule(self, row: ScheduleRow, expected: int | None,
-                            runs: Collection[RunRecord] = ()) -> bool:
+                            runs: Collection[RunRecord] = (), *,
+                            take_back: float | None = None) -> bool:
         """Write ``row`` if the stored version is ``expected`` (None: create it if the name
         is free) and insert ``runs`` (existing ids left alone), in one transaction; False,
-        with nothing written, if the schedule moved meanwhile."""
+        with nothing written, if the schedule moved meanwhile. ``take_back``: delete the
+        schedule's runs written ahead for ticks after that time (never claimed)."""
 
     @abc.abstractmethod
     async def swap_schedules(self, batch: Collection[tuple[ScheduleRow, int, list[RunRecord]]]
@@ -691,7 +693,9 @@ class Store(abc.ABC):
     async def next_due_at(self) -> float | None: ...
 
     @abc.abstractmethod
-    async def delete_schedule(self, name: str) -> bool: ...
+    async def delete_schedule(self, name: str, now: float) -> bool:
+        """Delete the schedule; its runs stay, but those written ahead for ticks after
+        ``now``. False if there was none."""
 
     @abc.abstractmethod
     async def schedule_runs(self, name: str, limit: int = 20) -> list[RunSummary]:

@@ -471,7 +471,7 @@ STATEMENTS = frozenset({
     # schedules (store.schedules)
     "schedule_row", "schedule_rows", "due_schedules", "insert_schedule", "swap_schedule",
     "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
-    "run_statuses", "next_due_at",
+    "run_statuses", "next_due_at", "drop_ahead",
     # events (store.events)
     "append_events", "run_events", "last_event", "feed", "feed_head",
     # queues (store.queues)

@@ -446,9 +446,12 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
                          [(status, meta, now, run_id) for run_id, status, meta in changes])
 
     def unsettled_leases(self, conn: sqlite3.Connection, now: float) -> list[Any]:
+        # a run written ahead (queued, ``wake_at`` in the future: a schedule's tick not
+        # yet come) is not claimable before its time
         return conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
-                            "IN ('running', 'queued') AND queue IS NULL "
-                            "ORDER BY created_at").fetchall()
+                            "IN ('running', 'queued') AND queue IS NULL AND (status = "
+                            "'running' OR wake_at IS NULL OR wake_at <= ?) "
+                            "ORDER BY created_at", (now,)).fetchall()
 
     def claim_free(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
                    expires: float) -> None:
