@@ -51,6 +51,8 @@ from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_queues import MIGRATION as QUEUES_MIGRATION
 from .sqlite_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .sqlite_queues import QueueStatements
+from .sqlite_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
+from .sqlite_ratelimits import RateLimitStatements
 from .sqlite_schedules import ScheduleStatements
 
 T = TypeVar("T")
@@ -143,6 +145,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     8: QUEUES_MIGRATION,
     # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
     9: QUEUE_ORDER_MIGRATION,
+    # Version 10: tools' rate limits (token buckets) and global concurrency slots (ADR 0036).
+    10: RATE_LIMITS_MIGRATION,
 }
 
 
@@ -220,7 +224,7 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
 _DISK_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL})
 
 
-class _Statements(QueueStatements, ScheduleStatements):
+class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
 
@@ -447,9 +451,12 @@ class _Statements(QueueStatements, ScheduleStatements):
                          [(status, meta, now, run_id) for run_id, status, meta in changes])
 
     def unsettled_leases(self, conn: sqlite3.Connection, now: float) -> list[Any]:
+        # a run written ahead (queued, ``wake_at`` in the future: a schedule's tick not
+        # yet come) is not claimable before its time
         return conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
-                            "IN ('running', 'queued') AND queue IS NULL "
-                            "ORDER BY created_at").fetchall()
+                            "IN ('running', 'queued') AND queue IS NULL AND (status = "
+                            "'running' OR wake_at IS NULL OR wake_at <= ?) "
+                            "ORDER BY created_at", (now,)).fetchall()
 
     def claim_free(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
                    expires: float) -> None:

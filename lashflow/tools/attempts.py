@@ -18,6 +18,7 @@ from lashflow.tools.clock import Clock
 from lashflow.tools.context import ToolCall, ToolContext
 from lashflow.tools.definition import RegisteredTool
 from lashflow.tools.keys import KeyRing
+from lashflow.tools.limits import CallGate
 from lashflow.tools.models import ModelProvider
 from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.results import ResultKind, ToolResult
@@ -102,14 +103,10 @@ class CallEnv:
     limiter: "Slots | None" = None
     cancel_grace: float = 0.05
     telemetry: Any = None  # the engine's Telemetry (spans, counters) or None
+    gate: CallGate | None = None  # the store's limits (rate, global concurrency)
 
 
 _GRACE_EXPIRED = object()
-
-
-def _drain(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 async def _first(*aws: asyncio.Future[Any]) -> None:
@@ -145,7 +142,7 @@ class CancelSignal(asyncio.Event):
 
 
 async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, grace: float) -> Any:
-    """The callback form of ``_run_with_grace``, run in the caller's own task (ADR 0011).
+    """The grace, run in the caller's own task (ADR 0011).
 
     No task of its own: a task per attempt cost 30-50 us a step (its creation and two
     extra event-loop turns). The tool runs as a plain ``await``, so ``asyncio.timeout``
@@ -191,31 +188,21 @@ async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, 
 
 
 async def _run_with_grace(coro: Any, cancel: asyncio.Event, clock: Clock, grace: float) -> Any:
-    """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then abandon it."""
+    """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then cut it off.
+
+    One implementation of the grace: a plain ``asyncio.Event`` (the dispatcher's public
+    API takes one) is bridged to a ``CancelSignal`` by one watcher task."""
     if isinstance(cancel, CancelSignal):
         return await _run_with_grace_signal(coro, cancel, clock, grace)
-    task = asyncio.ensure_future(coro)
-    helpers: list[asyncio.Future[Any]] = []
+    signal = CancelSignal()
+    if cancel.is_set():
+        signal.set()
+    watcher = asyncio.ensure_future(cancel.wait())
+    watcher.add_done_callback(lambda w: None if w.cancelled() else signal.set())
     try:
-        if not cancel.is_set():
-            helpers.append(asyncio.ensure_future(cancel.wait()))
-            await _first(task, helpers[-1])
-        if not task.done():
-            helpers.append(asyncio.ensure_future(clock.sleep(grace)))
-            await _first(task, helpers[-1])
-        if not task.done():
-            task.cancel()
-            task.add_done_callback(_drain)
-            return _GRACE_EXPIRED
-        return task.result()
-    except asyncio.CancelledError:
-        if not task.done():
-            task.cancel()
-            task.add_done_callback(_drain)
-        raise
+        return await _run_with_grace_signal(coro, signal, clock, grace)
     finally:
-        for helper in helpers:
-            helper.cancel()
+        watcher.cancel()
 
 
 async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Clock) -> tuple[ToolResult, str | None]:
@@ -359,12 +346,17 @@ async def _one_attempt(
     definition = tool.definition
     if env.limiter is not None and not await env.limiter.acquire(env.cancel):
         return _cancelled(attempt - 1, clock.now())
+    gate = env.gate
     try:
+        if gate is not None and not await gate.enter(attempt, env.cancel):
+            gate = None  # nothing was taken
+            return _cancelled(attempt - 1, clock.now())
         started = clock.now()
         await journal.attempt_started(env.step_key, attempt, started, durable=not definition.idempotent)
         ctx = ToolContext(
             run_id=env.run_id, step_key=env.step_key, attempt=attempt, max_attempts=max_attempts,
             keys=env.keys, model_provider=env.model_provider, projector=env.projector, cancellation=env.cancel,
+            rate_slot=None if gate is None else gate.taken,
         )
         call = ToolCall(call_input, definition.name, definition.module, ctx)
         if env.telemetry is None:
@@ -373,8 +365,12 @@ async def _one_attempt(
         else:
             outcome = await _execute_reported(tool, call, env, clock, started, env.telemetry)
     finally:
-        if env.limiter is not None:
-            env.limiter.release()
+        try:
+            if gate is not None:
+                await gate.leave()
+        finally:
+            if env.limiter is not None:
+                env.limiter.release()
     await journal.attempt_finished(env.step_key, attempt, outcome)
     return outcome
 
