@@ -31,7 +31,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -39,17 +38,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import percentile, pg_schemas  # noqa: E402
+
 from lashflow import Engine  # noqa: E402
 
 PROCESS = "process job(n: int) {\n  finish n\n}\n"
 SLOTS = 64
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def submit(engine: Engine, source: Path, count: int, queue: str | None,
@@ -149,50 +143,24 @@ async def measure(db_for: Any, count: int, source: Path) -> dict[str, Any]:
     return result
 
 
-async def pg_schema(url: str, drop: str | None = None) -> str:
-    import asyncpg
-
-    conn = await asyncpg.connect(url)
-    try:
-        if drop:
-            await conn.execute(f"DROP SCHEMA IF EXISTS {drop} CASCADE")
-            return drop
-        schema = f"bench_queue_{uuid.uuid4().hex[:12]}"
-        await conn.execute(f"CREATE SCHEMA {schema}")
-        return schema
-    finally:
-        await conn.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--postgres", default=os.environ.get("LASHFLOW_TEST_POSTGRES_URL"))
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, \
+            pg_schemas(args.postgres or "", "bench_queue") as schemas:
         source = Path(folder) / "job.lash"
         source.write_text(PROCESS)
         backends: list[tuple[str, Any]] = [
             ("SQLite", lambda part: f"sqlite:///{folder}/{part}.db")]
-        schemas: list[str] = []
-        if args.postgres:
-            sep = "&" if "?" in args.postgres else "?"
-
-            def pg_for(part: str) -> str:
-                schemas.append(asyncio.run(pg_schema(args.postgres)))
-                return f"{args.postgres}{sep}search_path={schemas[-1]}"
-            backends.append(("PostgreSQL", None))
-        try:
-            for name, db_for in backends:
-                print(f"{name}: {args.runs:,} runs...", file=sys.stderr)
-                if db_for is None:
-                    urls = {part: pg_for(part) for part in ("plain", "queued", "fair")}
-                    db_for = urls.__getitem__
-                rows.append((name, asyncio.run(measure(db_for, args.runs, source))))
-        finally:
-            for schema in schemas:
-                asyncio.run(pg_schema(args.postgres, drop=schema))
+        if args.postgres:  # the schemas are made before the bench's event loop runs
+            urls = {part: schemas.make() for part in ("plain", "queued", "fair")}
+            backends.append(("PostgreSQL", urls.__getitem__))
+        for name, db_for in backends:
+            print(f"{name}: {args.runs:,} runs...", file=sys.stderr)
+            rows.append((name, asyncio.run(measure(db_for, args.runs, source))))
     load = os.getloadavg()[0]
     print(f"{args.runs:,} runs, one worker with {SLOTS} slots; queued: one key per run, "
           f"1 per key (load {load:.1f})")

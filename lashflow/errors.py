@@ -130,6 +130,17 @@ class QueueExists(LashflowError):
     code = "queue_exists"
 
 
+class RateInvalid(UsageError):
+    """A rate that is not ``N/PERIOD`` with both above 0 (``@tool(rate=...)``, a named
+    rate limit)."""
+
+    code = "rate_invalid"
+
+
+class UnknownRateLimit(NotFound):
+    code = "unknown_rate_limit"
+
+
 class JournalCorrupt(DbError):
     """A journal row that cannot be trusted (not JSON, truncated, checksum mismatch, a
     missing blob): the run is never replayed from it. ``details``: ``run_id``, ``step``."""

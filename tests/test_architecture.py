@@ -156,13 +156,14 @@ def test_the_replay_machine_and_the_verifier_decide_without_io() -> None:
 # store's stats type only; the presentation layers (editor tooling, HTTP, CLI) sit on
 # top, and the CLI, one package, is the top: nothing but ``python -m lashflow`` imports it.
 BASE = {"lashflow", "lashflow.errors", "lashflow.states", "lashflow.json_kinds",
-        "lashflow.json_input", "lashflow.json_text"}
+        "lashflow.json_input", "lashflow.json_text", "lashflow.rates"}
 LAYERS: dict[str, set[str]] = {
     "lashflow.errors": set(),
     "lashflow.states": set(),
     "lashflow.json_text": set(),
     "lashflow.json_kinds": {"lashflow.errors"},
     "lashflow.json_input": {"lashflow.errors", "lashflow.json_kinds"},
+    "lashflow.rates": {"lashflow.errors"},
     "lashflow.lang": BASE,
     "lashflow.interp": BASE | {"lashflow.lang"},
     "lashflow.telemetry": BASE | {"lashflow.store"},

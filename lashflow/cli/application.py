@@ -8,7 +8,8 @@ from typing import Callable
 import typer
 
 from .. import __version__
-from . import operate, queue, reads, repair, run, schedule, serve, tooling, versions, watch
+from . import (operate, queue, ratelimit, reads, repair, run, schedule, serve, tooling, versions,
+               watch)
 from .context import Invocation
 from .output import stdout
 from .usage import LashflowGroup
@@ -53,6 +54,7 @@ for name, command in COMMANDS:
     app.command(name)(command)
 app.add_typer(schedule.schedule_app, name="schedule")
 app.add_typer(queue.queue_app, name="queue")
+app.add_typer(ratelimit.ratelimit_app, name="ratelimit")
 
 
 def main() -> None:

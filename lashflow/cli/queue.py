@@ -13,17 +13,16 @@ import typer
 
 from .context import Invocation
 from .exits import run_async
+from .listing import list_all, name_argument, named_group
 from .output import dumps, stdout
 from .options import DbOption, JsonOption
 from .render import Display
-from .usage import LashflowGroup
 
-queue_app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
-                        pretty_exceptions_enable=False, rich_markup_mode=None,
-                        help="Queues: how many runs start at once (in all and per key), how "
-                             "fast, in which order; every worker obeys them.")
+queue_app = named_group(
+    "Queues: how many runs start at once (in all and per key), how fast, in which order; "
+    "every worker obeys them.")
 
-NameArgument = typer.Argument(..., metavar="NAME", help="The queue.", show_default=False)
+NameArgument = name_argument("queue")
 
 
 class LimitOptions:
@@ -213,26 +212,8 @@ def show(ctx: typer.Context, name: str = NameArgument, db: Optional[str] = DbOpt
 def list_queues(ctx: typer.Context, db: Optional[str] = DbOption,
                 as_json: bool = JsonOption) -> None:
     """Every queue: its limits, and how many runs wait and run."""
-    inv = Invocation.of(ctx, as_json)
-    display = Display.of(inv)
-
-    async def go() -> int:
-        from ..errors import NoDatabase
-
-        try:
-            async with inv.engine(db, create=False) as eng:
-                infos = await eng.queues.list()
-        except NoDatabase:
-            infos = []
-        if as_json:
-            stdout(dumps({"queues": [info.to_json() for info in infos]}))
-        elif not infos:
-            display.line("no queues (lashflow queue create makes one)")
-        else:
-            _render_list(infos)
-        return 0
-
-    raise typer.Exit(run_async(inv, go))
+    list_all(ctx, db, as_json, "queues", lambda eng: eng.queues.list(),
+             lambda display, infos: _render_list(infos))
 
 
 def _render_list(infos: list[Any]) -> None:

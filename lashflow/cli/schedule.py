@@ -15,17 +15,16 @@ import typer
 
 from .context import Invocation
 from .exits import run_async
+from .listing import list_all, name_argument, named_group
 from .options import DbOption, JsonOption, ToolsOption, parse_json_option
 from .output import dumps, stdout
 from .render import Display
-from .usage import LashflowGroup
 
-schedule_app = typer.Typer(cls=LashflowGroup, add_completion=False, no_args_is_help=True,
-                           pretty_exceptions_enable=False, rich_markup_mode=None,
-                           help="Runs started by the clock: cron or interval schedules that "
-                                "every worker fires, exactly one run per tick.")
+schedule_app = named_group(
+    "Runs started by the clock: cron or interval schedules that every worker fires, "
+    "exactly one run per tick.")
 
-NameArgument = typer.Argument(..., metavar="NAME", help="The schedule.", show_default=False)
+NameArgument = name_argument("schedule")
 
 
 class SpecOptions:
@@ -163,26 +162,7 @@ def create(
 def list_schedules(ctx: typer.Context, db: Optional[str] = DbOption,
                    as_json: bool = JsonOption) -> None:
     """Every schedule: when it ticks, its next fire time, what it fired, missed, skipped."""
-    inv = Invocation.of(ctx, as_json)
-    display = Display.of(inv)
-
-    async def go() -> int:
-        from ..errors import NoDatabase
-
-        try:
-            async with inv.engine(db, create=False) as eng:
-                infos = await eng.schedules.list()
-        except NoDatabase:
-            infos = []
-        if as_json:
-            stdout(dumps({"schedules": [info.to_json() for info in infos]}))
-        elif not infos:
-            display.line("no schedules (lashflow schedule create makes one)")
-        else:
-            _render_list(display, infos)
-        return 0
-
-    raise typer.Exit(run_async(inv, go))
+    list_all(ctx, db, as_json, "schedules", lambda eng: eng.schedules.list(), _render_list)
 
 
 def _render_list(display: Display, infos: list[Any]) -> None:

@@ -38,6 +38,7 @@ from .heartbeat import LeaseKeeper
 from .host import DurableHost
 from .journal import DriveFlags, RunJournal
 from .outcome import RunOutcome, Wait
+from .ratelimits import due_at
 from .ports import Family
 from .programs import Compiled, Programs, source_digest
 from .reads import Reads
@@ -379,7 +380,7 @@ class Driver:
         except fx.Parked as parked:
             waits = [w if isinstance(w, Wait) else Wait(**w) for w in parked.waits]
             # a timer or a completion deadline makes the run due again on its own
-            due = [w.until for w in waits if w.until is not None]
+            due = [at for w in waits if (at := due_at(w)) is not None]
             change = RunChange("waiting", waiting=[w.to_json() for w in waits],
                                wake_at=min(due) if due else None)
         except Drained:

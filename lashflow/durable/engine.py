@@ -38,14 +38,17 @@ from .resolve import MISSING, Resolver
 from .live import EventHub
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
-from .programs import Compiled, Programs, Source, entry_of
+from .programs import Compiled, Programs, Source, entry_of, is_source_path
+from .project import queue_default
 from .reads import Reads
 from .settle import settle
+from .ratelimits import CallLimiter
 from .tool_runner import ToolRunner
 from .worker import Worker
 
 if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never import them
     from .queues import Queues
+    from .ratelimit_api import RateLimits
     from .schedule_api import Schedules
     from .verifier import Verifier, VerifyReport
     from .versions import Deployment, Upgrade, Versions
@@ -98,6 +101,7 @@ class Engine:
         self._initial_tools = list(tools)
         self._initial_modules = [str(m) for m in modules]
         self.tools = ToolRunner(self.store, self.clock, self.events, model_provider)
+        self.tools.limiter = CallLimiter(self.store, self.clock, self.owner)
         self.programs = Programs(self.tools.catalog)
         self.reads = Reads(self.store, self.tools, self.clock)
         self.operator = Operator(self.store, self.clock, self.reads)
@@ -140,6 +144,12 @@ class Engine:
         from .queues import Queues
 
         return Queues(self.store, self.clock)
+
+    @cached_property
+    def rate_limits(self) -> "RateLimits":
+        from .ratelimit_api import RateLimits
+
+        return RateLimits(self.store, self.clock)
 
     @cached_property
     def schedules(self) -> "Schedules":
@@ -224,8 +234,16 @@ class Engine:
         submissions of one key within the window make one run, started when it closes,
         with the newest input, or the oldest with ``debounce_keep="oldest"``),
         ``singleton`` (``"skip"``: not while its key has a run going; ``"cancel-running"``:
-        that run is cancelled for this one)."""
+        that run is cancelled for this one). Without ``queue``, a run of a file whose
+        project configuration names a queue for its process enters that one
+        (``[tool.lashflow.processes.NAME]``, docs/queues.md)."""
         entry = None
+        if queue is None and source_or_path is not None and is_source_path(source_or_path):
+            default = queue_default(source_or_path, self._process_of(source_or_path, process))
+            if default is not None:  # the project's configuration names one (project.py)
+                queue = default.queue
+                key = default.key_for({} if input is None else input) if key is None else key
+                priority = default.priority if priority is None else priority
         if queue is not None:
             entry, dedup_run = await self.queues.entry(queue, key, priority, dedup_id,
                                                        debounce, debounce_keep, singleton)
@@ -240,6 +258,13 @@ class Engine:
         run, _, _ = await self._create(source_or_path, process, input, run_id, claim=False,
                                        queue=entry, on_exhausted=on_exhausted)
         return run
+
+    def _process_of(self, path: str | os.PathLike[str], process: str | None) -> str | None:
+        """The process a run of this file starts: the one named, else the file's entry."""
+        if process is not None:
+            return process
+        decl = entry_of(self.programs.compile(self.tools.read_source(path).text).module, None)
+        return decl.name if decl is not None else None
 
     async def start(self, source_or_path: str | os.PathLike[str] | None, process: str | None = None,
                     input: Any = None, run_id: str | None = None, *,

@@ -24,6 +24,7 @@ from .endings import (Drained, FailTurn, NeedsAttention, PausedOnExhausted, Repl
 from .journal import DriveFlags, RunJournal
 from .outcome import Wait
 from .prints import Prints
+from .ratelimits import reservations
 from .ports import ChildRuns
 from .replay import ATTENTION, FAIL, MISMATCH, PENDING, REPLAY, RUN, Decision
 from .tool_runner import PARKED, ToolRunner
@@ -61,6 +62,7 @@ class DurableHost:
         self.prints = Prints(tools.project)
         self.observed_bytes = 0
         self.held_prints = 0  # prints held for the run's next write (see _observe)
+        self.reserved = reservations(run.waiting)  # rate slots taken before it parked
         if flags.cancel_requested:
             flags.cancel_signal.set()
 
@@ -127,14 +129,22 @@ class DurableHost:
                 answers[index] = await tools.poll(self.journal, decision.step)
             else:
                 stop(decision)
+        waits: list[Wait] = []
         if fresh:
+            plan = await tools.plan_limits(self.run_id, [call for _, call, _ in fresh],
+                                           self.reserved)
+            if plan.waits:  # calls whose rate slot is later park the run (ADR 0036)
+                later = {wait.step for wait in plan.waits}
+                fresh = [item for item in fresh if item[1].step not in later]
+                waits += plan.waits
             ran = await tools.run_calls(self.journal, self.flags.cancel_signal,
-                                        [(call, decision) for _, call, decision in fresh])
+                                        [(call, decision) for _, call, decision in fresh],
+                                        plan.slots)
             for (index, _, _), answer in zip(fresh, ran):
                 answers[index] = answer
             self._pause_if_exhausted([call for _, call, _ in fresh])
-        waits = [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
-                 for call, answer in zip(calls, answers) if answer is PARKED]
+        waits += [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
+                  for call, answer in zip(calls, answers) if answer is PARKED]
         if waits:
             raise fx.Parked(waits)
         return [from_json(answer) for answer in answers]

@@ -32,17 +32,19 @@ class RunError:
 class Wait:
     """One thing a parked run waits on, with the CLI command that would resolve it."""
 
-    kind: str  # completion | sleep | signal | child
+    kind: str  # completion | sleep | signal | child | rate
     step: str
     resolve: str
     tool: str | None = None
     key: str | None = None
-    until: float | None = None
+    until: float | None = None  # a rate wait: the call's reserved slot
     signal: str | None = None
     child_run_id: str | None = None
     # "resolved": its completion key was answered and the run has not resumed yet
-    # (``resolve`` is then the command that resumes it); None: still open
+    # (``resolve`` is then the command that resumes it); "undefined": a rate wait on a
+    # named limit nobody defined (``limit``); None: still open
     state: str | None = None
+    limit: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .. import rates
 from ..errors import QueueExists, QueueInvalid, UnknownQueue
+from ..rates import format_rate
 from ..schedules.spec import parse_duration
 from ..store import Store
 from ..store.base import QueueRow, QueueStats
@@ -23,9 +25,6 @@ MAX_NAME = 100
 MAX_KEY = 256
 MAX_LEVELS = 100
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
-            "h": 3600.0, "hour": 3600.0, "d": 86400.0, "day": 86400.0}
-RATE_FORMS = 'N/PERIOD, like "10/s", "100/m", "5/30s" or "1000/h"'
 
 
 def check_queue_name(name: object) -> str:
@@ -38,37 +37,7 @@ def check_queue_name(name: object) -> str:
 def parse_rate(text: str | tuple[float, float] | None, what: str = "rate"
                ) -> tuple[float, float] | None:
     """(starts, period in seconds) of ``"10/s"``-style text; None stays None."""
-    if text is None:
-        return None
-    if isinstance(text, tuple):
-        count, period = float(text[0]), float(text[1])
-    else:
-        number, slash, unit = str(text).replace(" ", "").partition("/")
-        try:
-            count = float(number)
-        except ValueError:
-            raise QueueInvalid(f"{what}: {text!r} is not {RATE_FORMS}") from None
-        if not slash:
-            raise QueueInvalid(f"{what}: {text!r} is not {RATE_FORMS}")
-        period = _PERIODS.get(unit.lower()) or _duration(unit, what, text)
-    if not (math.isfinite(count) and count > 0 and math.isfinite(period) and period > 0):
-        raise QueueInvalid(f"{what}: {text!r}: both the count and the period must be above 0")
-    return count, period
-
-
-def _duration(unit: str, what: str, text: Any) -> float:
-    try:
-        return parse_duration(unit, what)
-    except Exception:
-        raise QueueInvalid(f"{what}: {text!r} is not {RATE_FORMS}") from None
-
-
-def format_rate(rate: tuple[float, float] | None) -> str:
-    if rate is None:
-        return "-"
-    count, period = rate
-    unit = {1.0: "s", 60.0: "m", 3600.0: "h", 86400.0: "d"}.get(period, f"{period:g}s")
-    return f"{count:g}/{unit}"
+    return rates.parse_rate(text, what, QueueInvalid)
 
 
 def _limit(value: Any, what: str) -> int | None:

@@ -7,6 +7,13 @@ last run it started, counts of fired, missed and skipped ticks). Every change is
 compare-and-swap on the row's version that also inserts the runs it starts, whose ids
 are derived from the schedule and the tick (``tick_id``): any number of workers may
 fire the same schedule and each tick gets exactly one run (see ``store.schedules``).
+
+Ticks are written ahead (ADR 0030, amendment): a schedule whose overlap policy is
+``allow`` has the runs of its ticks due in the next ``ahead`` seconds stored early, as
+queued runs not claimable before their fire time (``wake_at``, the "not before" a
+debounced run uses too), so at the tick they are there to claim. Other policies must
+see the last run at the tick, so they fire at the tick. Pausing, updating or deleting a
+schedule takes back its runs written ahead for ticks that have not come.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from typing import Any, Awaitable, Callable
 from ..errors import DbError, LashflowError, ScheduleExists, ScheduleInvalid, UnknownSchedule
 from ..schedules import ScheduleSpec, decide, plan, tick_id
 from ..schedules.spec import check_name, parse_duration, parse_moment, zone_of
-from ..schedules.ticks import fire_at, next_ticks, ticks_from
+from ..schedules.ticks import fire_at, next_ticks, tick_after, ticks_from
 from ..states import SETTLED
 from ..store import RunRecord, RunSummary, ScheduleRow, Store
 from ..tools.clock import Clock
@@ -31,6 +38,7 @@ log = logging.getLogger("lashflow.engine")
 BUFFER_RECHECK = 1.0  # seconds between looks at a schedule whose next tick waits in its buffer
 MAX_BACKFILL = 10_000  # ticks one backfill may cover
 SWAP_TRIES = 20  # an API change retried this often when a worker moves the row meanwhile
+AHEAD = 10.0  # seconds before their fire time the runs of ``allow`` schedules are written
 Cancel = Callable[[str, "str | None"], Awaitable[Any]]
 
 
@@ -83,7 +91,9 @@ class FireReport:
     started: int = 0
     missed: int = 0
     skipped: int = 0
-    lags: list[float] = field(default_factory=list)
+    lags: list[float] = field(default_factory=list)  # tick -> its run claimable, seconds
+    fire_times: list[float] = field(default_factory=list)  # of the ticks of ``lags``
+    write_seconds: float = 0.0  # spent in the transactions that stored the runs
     lost_races: int = 0  # schedules another worker fired first
     looked_at: int = 0  # due schedules read (the pass's limit reached: more may be due)
 
@@ -132,9 +142,13 @@ def _state(row: ScheduleRow) -> dict[str, Any]:
     return state
 
 
-def _due_at(name: str, spec: ScheduleSpec, state: dict[str, Any], now: float) -> float | None:
+def _due_at(name: str, spec: ScheduleSpec, state: dict[str, Any], now: float,
+            ahead: float) -> float | None:
+    """When a pass has work for the schedule: ``ahead`` seconds before its next tick
+    fires for an ``allow`` schedule (written ahead), at the fire time for the others."""
     following = state.get("next_tick")
-    due = None if following is None else fire_at(name, spec, following)
+    due = None if following is None else fire_at(name, spec, following) - (
+        ahead if spec.overlap == "allow" else 0.0)
     if state["buffer"]:
         due = now + BUFFER_RECHECK if due is None else min(due, now + BUFFER_RECHECK)
     return due
@@ -144,10 +158,12 @@ class Scheduler:
     """Fires due ticks and carries out what the API asks of schedules. ``cancel`` is the
     engine's cancel (``cancel-other`` stops the running run through it)."""
 
-    def __init__(self, store: Store, clock: Clock, cancel: Cancel, metrics: Any = None) -> None:
+    def __init__(self, store: Store, clock: Clock, cancel: Cancel, metrics: Any = None,
+                 ahead: float = AHEAD) -> None:
         self.store = store
         self.clock = clock
         self.cancel = cancel
+        self.ahead = ahead
         self.metrics = metrics  # telemetry.Metrics, when the engine counts
         self._specs: dict[tuple[Any, ...], ScheduleSpec] = {}
 
@@ -186,9 +202,11 @@ class Scheduler:
                 log.error("schedule %s: %s", row.name, exc.message)
         for start in range(0, len(firings), batch):
             chunk = firings[start:start + batch]
+            began = self.clock.now()
             done = await self.store.swap_schedules(
                 [(f.changed, f.row.version, f.runs) for f in chunk])
             stored = self.clock.now()
+            report.write_seconds += stored - began
             for firing, won in zip(chunk, done):
                 if won:
                     await self._fired(firing, stored, report)
@@ -205,17 +223,26 @@ class Scheduler:
         busy = last is not None and statuses.get(last, "finished") not in SETTLED
         decision = decide(spec.overlap, busy, state["buffer"], due.fire)
         runs = [self._run_for(row, tick, now) for tick in decision.start]
-        state.update(next_tick=due.next_tick, buffer=decision.buffered,
+        following, fired = due.next_tick, [fire_at(row.name, spec, tick)
+                                           for tick in decision.start if tick in due.fire]
+        while spec.overlap == "allow" and following is not None and len(runs) < 1000:
+            at = fire_at(row.name, spec, following)  # in the future: plan stopped there
+            if at > now + self.ahead:
+                break
+            runs.append(self._run_for(row, following, now, not_before=at))
+            fired.append(at)
+            following = tick_after(spec, following)
+        state.update(next_tick=following, buffer=decision.buffered,
                      fired=state["fired"] + len(runs), missed=state["missed"] + due.missed,
                      skipped=state["skipped"] + decision.skipped)
         if runs:
             state["last_run"] = runs[-1].run_id
-        changed = replace_row(row, state=state, due_at=_due_at(row.name, spec, state, now),
+        changed = replace_row(row, state=state,
+                              due_at=_due_at(row.name, spec, state, now, self.ahead),
                               updated_at=now)
         cancel = None
         if decision.cancel:  # the run going when the newer tick came: this pass's or the last
             cancel = runs[-1].run_id if runs and not busy else last
-        fired = [fire_at(row.name, spec, tick) for tick in decision.start if tick in due.fire]
         return _Firing(row, changed, runs, fired, due.missed, decision.skipped, cancel,
                        spec.catchup_window)
 
@@ -227,6 +254,7 @@ class Scheduler:
         report.missed += firing.missed
         report.skipped += firing.skipped
         report.lags += lags
+        report.fire_times += firing.fired
         if self.metrics is not None:
             self.metrics.schedule_fired(name, lags, len(firing.runs), firing.missed,
                                         firing.skipped)
@@ -236,14 +264,15 @@ class Scheduler:
         if firing.cancel is not None:
             await self.cancel(firing.cancel, f"schedule {name}: a newer tick (cancel-other)")
 
-    def _run_for(self, row: ScheduleRow, tick: float, now: float, run_id: str | None = None
-                 ) -> RunRecord:
-        """The queued run of a tick, ready to insert (its id derived from the tick)."""
+    def _run_for(self, row: ScheduleRow, tick: float, now: float, run_id: str | None = None,
+                 not_before: float | None = None) -> RunRecord:
+        """The queued run of a tick, ready to insert (its id derived from the tick);
+        ``not_before``: written ahead, claimable from then on."""
         target = row.definition
         return RunRecord(
             run_id=run_id or tick_id(row.name, tick), source_hash=target["source_hash"],
             process=target["process"], input=target["input"], input_hash=target["input_hash"],
-            status="queued", created_at=now, updated_at=now,
+            status="queued", created_at=now, updated_at=now, wake_at=not_before,
             meta={"file": target.get("file"), "tool_modules": target.get("tool_modules", []),
                   "schedule": row.name, "tick": tick,
                   **({"queue": target["queue"]} if target.get("queue") else {})})
@@ -277,14 +306,18 @@ class Scheduler:
         return row
 
     async def _change(self, name: str,
-                      edit: Callable[[ScheduleRow, float], tuple[ScheduleRow, list[RunRecord]]]
-                      ) -> tuple[ScheduleRow, list[RunRecord]]:
-        """Read, ``edit`` and swap, again while a worker moves the row in between."""
+                      edit: Callable[[ScheduleRow, float], tuple[ScheduleRow, list[RunRecord]]],
+                      *, take_back: bool = False) -> tuple[ScheduleRow, list[RunRecord]]:
+        """Read, ``edit`` and swap, again while a worker moves the row in between;
+        ``take_back``: the runs written ahead for ticks not come yet are deleted with
+        the swap (``edit`` moved the next tick back to the first of them)."""
         for _ in range(SWAP_TRIES):
             row = await self._require(name)
-            changed, runs = edit(row, self.clock.now())
+            now = self.clock.now()
+            changed, runs = edit(row, now)
             changed.version = row.version + 1
-            if await self.store.swap_schedule(changed, row.version, runs):
+            if await self.store.swap_schedule(changed, row.version, runs,
+                                              take_back=now if take_back else None):
                 return changed, runs
         raise DbError(f"schedule {name}: changed by others {SWAP_TRIES} times in a row; "
                       "try again")
@@ -296,7 +329,8 @@ class Scheduler:
         state: dict[str, Any] = {"next_tick": following, "buffer": [], "fired": 0,
                                  "missed": 0, "skipped": 0, "last_run": None}
         row = ScheduleRow(name, {"spec": spec.to_json(), **target}, state,
-                          due_at=_due_at(name, spec, _state(ScheduleRow(name, {}, state)), now),
+                          due_at=_due_at(name, spec, _state(ScheduleRow(name, {}, state)), now,
+                                         self.ahead),
                           version=1, created_at=now, updated_at=now)
         if not await self.store.swap_schedule(row, None):
             raise ScheduleExists(f"a schedule named {name!r} exists already (update or "
@@ -304,8 +338,12 @@ class Scheduler:
         return row
 
     async def pause(self, name: str, note: str | None = None) -> ScheduleRow:
-        return (await self._change(name, lambda row, now: (
-            replace_row(row, paused=True, note=note, updated_at=now), [])))[0]
+        """No tick fires until ``resume``; the runs written ahead for ticks that have
+        not come are taken back (their ticks are the paused schedule's next)."""
+        def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
+            state = _take_back(row.name, self._spec(row), _state(row), now)
+            return replace_row(row, paused=True, note=note, state=state, updated_at=now), []
+        return (await self._change(name, edit, take_back=True))[0]
 
     async def resume(self, name: str) -> ScheduleRow:
         """Ticks that passed while paused fire only if they are inside the catch-up
@@ -318,7 +356,8 @@ class Scheduler:
                 state["next_tick"] = next(iter(ticks_from(
                     spec, math.floor(now - spec.catchup_window - spec.jitter))), None)
             return replace_row(row, paused=False, note=None, state=state,
-                               due_at=_due_at(row.name, spec, state, now), updated_at=now), []
+                               due_at=_due_at(row.name, spec, state, now, self.ahead),
+                               updated_at=now), []
         return (await self._change(name, edit))[0]
 
     async def trigger(self, name: str) -> str:
@@ -360,7 +399,8 @@ class Scheduler:
             if runs:
                 state["last_run"] = runs[-1].run_id
             counts[:] = [len(runs), len(decision.buffered), decision.skipped]
-            return replace_row(row, state=state, due_at=_due_at(row.name, spec, state, now),
+            return replace_row(row, state=state,
+                               due_at=_due_at(row.name, spec, state, now, self.ahead),
                                updated_at=now), runs
         last = row.state.get("last_run")
         statuses = await self.store.run_statuses([last] if last else [])
@@ -370,22 +410,23 @@ class Scheduler:
     async def update(self, name: str, spec: ScheduleSpec | None = None,
                      target: dict[str, Any] | None = None) -> ScheduleRow:
         """A new spec starts counting ticks from now; a new target (process, input)
-        applies from the next run on."""
+        applies from the next run on (runs written ahead are taken back and written
+        again)."""
         def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
             definition = dict(row.definition)
-            state = _state(row)
+            state = _take_back(row.name, self._spec(row), _state(row), now)
             new_spec = self._spec(row) if spec is None else spec
             if spec is not None:
                 definition["spec"] = spec.to_json()
                 state["next_tick"] = next(iter(ticks_from(spec, math.floor(now))), None)
             definition.update(target or {})
             return replace_row(row, definition=definition, state=state,
-                               due_at=_due_at(row.name, new_spec, state, now),
+                               due_at=_due_at(row.name, new_spec, state, now, self.ahead),
                                updated_at=now), []
-        return (await self._change(name, edit))[0]
+        return (await self._change(name, edit, take_back=True))[0]
 
     async def delete(self, name: str) -> None:
-        if not await self.store.delete_schedule(name):
+        if not await self.store.delete_schedule(name, self.clock.now()):
             raise UnknownSchedule(f"no schedule named {name!r}", schedule=name)
 
     async def info(self, name: str, *, runs: int = 10, fires: int = 5) -> ScheduleInfo:
@@ -408,6 +449,26 @@ class Scheduler:
             [fire_at(row.name, spec, t) for t in upcoming[:fires]], state.get("last_run"),
             state["fired"], state["missed"], state["skipped"], len(state["buffer"]),
             row.created_at, row.updated_at, runs, row.definition.get("queue"))
+
+
+def _take_back(name: str, spec: ScheduleSpec, state: dict[str, Any],
+               now: float) -> dict[str, Any]:
+    """``state`` with its next tick moved back to the first tick written ahead (fire
+    time after ``now``, before the next tick), and those ticks no longer counted fired:
+    the store deletes their runs in the same swap."""
+    following = state.get("next_tick")
+    first, count = None, 0
+    for tick in ticks_from(spec, math.floor(now - spec.jitter)):
+        if (following is not None and tick >= following) or count >= 1000:
+            break
+        if following is None and fire_at(name, spec, tick) > now + AHEAD * 10:
+            break  # an ended schedule: nothing is written further ahead than that
+        if fire_at(name, spec, tick) > now:
+            first = tick if first is None else first
+            count += 1
+    if first is not None:
+        state.update(next_tick=first, fired=max(0, state["fired"] - count))
+    return state
 
 
 def replace_row(row: ScheduleRow, **changes: Any) -> ScheduleRow:

@@ -73,7 +73,7 @@ async def settle(engine: Drives, outcome: RunOutcome, max_wait: float,
                 continue
             waits = _family_waits(family)
             own = [w for w in waits if w.kind != "child"]
-            sleeps = [w.until for w in own if w.kind == "sleep" and w.until is not None]
+            sleeps = [w.until for w in own if w.kind in ("sleep", "rate") and w.until is not None]
             only_sleeps = bool(sleeps) and len(sleeps) == len(own)
             if only_sleeps and min(sleeps) - now <= max_wait:
                 wake = min(sleeps)

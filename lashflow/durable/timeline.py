@@ -58,6 +58,13 @@ def wait_what(wait: Any, when: Callable[[float | None], str]) -> str:
         return f"signal `{wait.signal}`{child}"
     if wait.kind == "child":
         return f"child run {wait.child_run_id}"
+    if wait.kind == "rate":
+        limit = getattr(wait, "limit", None)
+        if getattr(wait, "state", None) == "undefined":
+            return (f"rate limit `{limit}` of {wait.tool}, which is not defined (looked at "
+                    f"again {when(wait.until)}){child}")
+        named = f" (limit `{limit}`)" if limit and not limit.startswith("tool:") else ""
+        return f"{wait.tool}: rate limited until {when(wait.until)}{named}{child}"
     return str(wait.kind) + child
 
 

@@ -36,6 +36,7 @@ from .events import Events
 from .journal import RunJournal
 from .replay import FAIL, Decision, attempt_record, tool_answer
 from .programs import Source, read_source
+from .ratelimits import CallLimiter, Plan
 
 
 class _Parked:
@@ -295,6 +296,8 @@ class ToolRunner:
         self._resource_map: tuple[int, dict[str, str]] | None = None
         self._plugins: Any = None
         self.telemetry: Telemetry | None = None
+        # the store's limits on calls (rate, global concurrency); the engine sets it
+        self.limiter: CallLimiter | None = None
 
     # -- registration ------------------------------------------------------------------
     def add_tool(self, item: Any) -> None:
@@ -368,6 +371,8 @@ class ToolRunner:
         self.telemetry = telemetry
         if self.dispatcher is not None:
             self.dispatcher.telemetry = telemetry
+        if self.limiter is not None:
+            self.limiter.metrics = telemetry.metrics if telemetry is not None else None
 
     def bind_resources(self, module: Any, process: str, args: dict[str, Any]) -> dict[str, Any]:
         """A parameter typed with a resource type (``t: Tools``) given as a module name."""
@@ -413,10 +418,23 @@ class ToolRunner:
         found = self.registry.get(call.module, call.operation).definition.on_exhausted
         return found == "pause" or run_default == "pause"
 
+    async def plan_limits(self, run_id: str, calls: list[ToolCallEffect],
+                          reserved: dict[str, float]) -> Plan:
+        """Rate slots for the calls of a batch whose tools are rate-limited (nothing to
+        do, and no round trip, when none is); see ``ratelimits``."""
+        limited = [(call.step, definition) for call in calls
+                   if (definition := self.registry.get(call.module, call.operation).definition
+                       ).bucket is not None]
+        if not limited or self.limiter is None:
+            return Plan()
+        return await self.limiter.plan(run_id, limited, reserved)
+
     async def run_calls(self, journal: RunJournal, cancel: CancelSignal,
-                        calls: list[tuple[ToolCallEffect, Decision]]) -> list[Any]:
+                        calls: list[tuple[ToolCallEffect, Decision]],
+                        slots: dict[str, float] | None = None) -> list[Any]:
         """Run fresh (or interrupted) calls as one concurrent batch, each from the attempt
-        its decision names; answers are result wrappers (JSON) or ``PARKED``."""
+        its decision names; answers are result wrappers (JSON) or ``PARKED``. ``slots``:
+        when rate-limited calls may start (``plan_limits``)."""
         assert self.dispatcher is not None and self.book is not None
         by_step: dict[str, tuple[ToolCallEffect, str]] = {}
         planned: list[DispatchCall] = []
@@ -425,10 +443,14 @@ class ToolRunner:
         for call, decision in calls:
             by_step[call.step] = (call, canonical_json(call.input))
             interrupted += decision.attempts
-            if self.registry.get(call.module, call.operation).definition.output_tail:
+            definition = self.registry.get(call.module, call.operation).definition
+            if definition.output_tail:
                 tails.add(call.step)
+            gate = None if self.limiter is None else self.limiter.gate(
+                definition, journal.run_id, call.step, journal.generation,
+                (slots or {}).get(call.step))
             planned.append(DispatchCall(call.module, call.operation, call.input, call.step,
-                                        decision.attempt))
+                                        decision.attempt, gate))
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)
         attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails), self.announcer)

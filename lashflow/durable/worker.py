@@ -9,6 +9,7 @@ back to the queue with their lease released.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import random
 import time
@@ -19,6 +20,8 @@ from ..store import Claimed, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
 from .driver import Driver
+from .outcome import RunOutcome
+from .ratelimits import due_at
 from .reads import Reads
 from .tool_runner import ToolRunner
 
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from .schedules import Scheduler
 
 log = logging.getLogger("lashflow.engine")
+MAX_DUE = 10_000  # due times a worker remembers (beyond them it finds runs by its poll)
 
 
 class Worker:
@@ -37,6 +41,9 @@ class Worker:
         self.tools = tools
         self.reads = reads
         self.scheduler: Scheduler | None = None  # fires schedules' ticks beside the runs
+        # when runs this worker parked come due (a heap): it looks again then, not a poll
+        # later (a run parked for a rate slot comes due just before the slot)
+        self._due: list[float] = []
 
     async def work(self, slots: int, *, stop: asyncio.Event, poll: float,
                    idle_exit: float | None, retry_skipped: float,
@@ -88,8 +95,12 @@ class Worker:
                     idle_since = time.monotonic()
                 elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
                     break
-                waiter = asyncio.ensure_future(self.store.wait_for_work(
-                    poll if rate_wait is None else min(poll, rate_wait)))
+                timeout = poll if rate_wait is None else min(poll, rate_wait)
+                if self._due:
+                    timeout = min(timeout, max(0.0, self._due[0] - self.clock.now()))
+                    while self._due and self._due[0] <= self.clock.now():
+                        heapq.heappop(self._due)  # looked for once more right after this
+                waiter = asyncio.ensure_future(self.store.wait_for_work(timeout))
                 await asyncio.wait([waiter, stopper, *inflight.values()],
                                    return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
@@ -120,7 +131,7 @@ class Worker:
         try:
             if claimed is not None:  # claimed for us already: drive it
                 self.tools.load_for_run(claimed.run)
-                await self.driver.spawn(run_id, claimed=claimed)
+                self._note_due(await self.driver.spawn(run_id, claimed=claimed))
                 return
             run = await self.reads.require(run_id)
             now = self.clock.now()
@@ -132,11 +143,17 @@ class Worker:
             self.tools.load_for_run(run)
             # through the driver's task registry: a run this process already drives (a
             # child it started, a parent it woke) is joined, never driven twice at once
-            await self.driver.spawn(run_id)
+            self._note_due(await self.driver.spawn(run_id))
         except MissingTools:
             skipped[run_id] = time.monotonic() + retry_after
         except (RunBusy, UnknownRun):
             pass
+
+    def _note_due(self, outcome: RunOutcome) -> None:
+        """Remember when a run this worker parked comes due on its own."""
+        due = [at for wait in outcome.waiting if (at := due_at(wait)) is not None]
+        if due and len(self._due) < MAX_DUE:
+            heapq.heappush(self._due, min(due))
 
 
 __all__ = ["Worker"]

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ScheduleInvalid
+from ..rates import DURATION_PART, UNIT_SECONDS
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -23,8 +24,8 @@ POLICIES = ("skip", "buffer-one", "buffer-all", "cancel-other", "allow")
 DEFAULT_CATCHUP = 60.0  # a tick up to a minute late still fires (Temporal's minimum)
 MAX_NAME = 100
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = DURATION_PART
+_UNIT = UNIT_SECONDS
 DURATION_FORMS = 'a duration like "30s", "5m", "1h30m" or "1d" (units ms, s, m, h, d)'
 
 

@@ -8,14 +8,16 @@ from urllib.parse import parse_qs, urlparse
 from ..errors import DbError, Fenced
 from .base import (
     AttemptRecord, Claimed, Commit, JournalEntry, JournalPage, RunChange, RunDetail, RunPage,
-    Reopening, RunQuery, RunRecord, RunSummary, ScheduleRow, StepRecord, Store, StoreStats,
+    RateLimitRow, RateTake, Reopening, RunQuery, RunRecord, RunSummary, ScheduleRow, StepRecord,
+    Store, StoreStats,
 )
 from .leases import may_claim
 
 DEFAULT_DB = os.path.join(".lashflow", "lashflow.db")
 
 __all__ = [
-    "AttemptRecord", "Claimed", "Commit", "Fenced", "JournalEntry", "JournalPage", "RunChange",
+    "AttemptRecord", "Claimed", "Commit", "Fenced", "JournalEntry", "JournalPage", "RateLimitRow",
+    "RateTake", "RunChange",
     "RunDetail", "RunPage", "Reopening", "RunQuery", "RunRecord", "RunSummary", "ScheduleRow", "StepRecord", "Store", "StoreStats", "may_claim", "open_store",
     "resolve_db_url",
 ]

@@ -18,7 +18,7 @@ from ..errors import JournalCorrupt
 from ..json_text import stored
 from .leases import owner_is_dead
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.
@@ -306,6 +306,32 @@ class QueueStats:
     oldest_waiting: float | None = None  # created_at of the oldest run not started yet
     rate_limited_until: float | None = None  # the queue's own bucket
     keys_rate_limited: int = 0
+
+
+@dataclass(slots=True)
+class RateLimitRow:
+    """A token bucket as stored (``store.ratelimits``): a named limit, or a tool's own
+    (``own``: its rate comes from the tool's code). ``tat``: the bucket's theoretical
+    arrival time, the first free slot; ``calls``: slots handed out, ``delayed``: of
+    those, how many were later than the take."""
+
+    name: str
+    rate: tuple[float, float]
+    tat: float = 0.0
+    calls: int = 0
+    delayed: int = 0
+    own: bool = False
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RateTake:
+    """Slots a take reserved: the first at ``first``, one every ``spacing`` seconds
+    after it."""
+
+    first: float
+    spacing: float
 
 
 class WriterLease:
@@ -651,10 +677,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def swap_schedule(self, row: ScheduleRow, expected: int | None,
-                            runs: Collection[RunRecord] = ()) -> bool:
+                            runs: Collection[RunRecord] = (), *,
+                            take_back: float | None = None) -> bool:
         """Write ``row`` if the stored version is ``expected`` (None: create it if the name
         is free) and insert ``runs`` (existing ids left alone), in one transaction; False,
-        with nothing written, if the schedule moved meanwhile."""
+        with nothing written, if the schedule moved meanwhile. ``take_back``: delete the
+        schedule's runs written ahead for ticks after that time (never claimed)."""
 
     @abc.abstractmethod
     async def swap_schedules(self, batch: Collection[tuple[ScheduleRow, int, list[RunRecord]]]
@@ -666,7 +694,9 @@ class Store(abc.ABC):
     async def next_due_at(self) -> float | None: ...
 
     @abc.abstractmethod
-    async def delete_schedule(self, name: str) -> bool: ...
+    async def delete_schedule(self, name: str, now: float) -> bool:
+        """Delete the schedule; its runs stay, but those written ahead for ticks after
+        ``now``. False if there was none."""
 
     @abc.abstractmethod
     async def schedule_runs(self, name: str, limit: int = 20) -> list[RunSummary]:
@@ -704,6 +734,38 @@ class Store(abc.ABC):
                             ) -> tuple[RunRecord, bool, list[str]]:
         """One run at a time per key: skip ``run`` while its key has a run not settled,
         or ask those to cancel and store it: (the run, stored, the runs asked)."""
+
+    # -- rate limits and global concurrency of tools (store.ratelimits, ADR 0036) ----------
+    @abc.abstractmethod
+    async def take_rate(self, name: str, rate: tuple[float, float] | None, count: int,
+                        now: float) -> RateTake | None:
+        """Reserve ``count`` slots of bucket ``name`` in one atomic statement. ``rate``:
+        a tool's own rate (the bucket is made or re-rated); None: a named limit, which
+        must exist (None back when it does not)."""
+
+    @abc.abstractmethod
+    async def take_slot(self, name: str, limit: int, run_id: str, step_key: str, owner: str,
+                        generation: int, now: float) -> bool:
+        """Take one of ``limit`` slots of ``name`` for the run's step, counted from
+        live holders only (a slot whose run lease moved on or expired is free)."""
+
+    @abc.abstractmethod
+    async def release_slot(self, name: str, run_id: str, step_key: str, owner: str) -> None: ...
+
+    @abc.abstractmethod
+    async def rate_limits(self, name: str | None = None) -> list[RateLimitRow]:
+        """Every bucket (or the one named), by name."""
+
+    @abc.abstractmethod
+    async def put_rate_limit(self, name: str, rate: tuple[float, float], now: float) -> bool:
+        """Define or re-rate a named limit (its bucket's state stays); whether it is new."""
+
+    @abc.abstractmethod
+    async def delete_rate_limit(self, name: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def slots_held(self, now: float) -> dict[str, int]:
+        """Live holders of global concurrency slots, per tool."""
 
     @abc.abstractmethod
     async def take_queued(self, now: float, limit: int, owner: str, ttl: float,

@@ -25,6 +25,7 @@ from .group_commit import GroupCommit, Inline, Outcome
 from .programs import Program, one
 from .queries import STATE_COLUMNS, page_of, states_of
 from .queues import QueueStore, claim_queued
+from .ratelimits import RateLimitStore
 from .schedules import ScheduleStore
 
 T = TypeVar("T")
@@ -68,7 +69,7 @@ class Backend(Protocol):
         (``programs.fenced`` when it moved), or a program's job; one outcome each."""
 
 
-class CoreStore(QueueStore, ScheduleStore, Store):
+class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
     """A ``Store`` over a ``Backend``. ``close_timeout``: how long ``close`` waits for
     queued writes before it gives up on them (their writers get ``DbError``)."""
 

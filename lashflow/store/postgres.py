@@ -40,6 +40,8 @@ from .pg_wakeups import LOCK_CLASS, WorkListener, channel_for
 from .postgres_queues import MIGRATION as QUEUES_MIGRATION
 from .postgres_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .postgres_queues import QueueStatements
+from .postgres_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
+from .postgres_ratelimits import RateLimitStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
@@ -128,6 +130,7 @@ _MIGRATIONS: dict[int, list[str]] = {
     8: QUEUES_MIGRATION,
     # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
     9: QUEUE_ORDER_MIGRATION,
+    10: RATE_LIMITS_MIGRATION,  # tools' rate limits and global concurrency (ADR 0036)
 }
 
 # The events of a group's changes that passed their fence, each the run's next offset:
@@ -285,7 +288,7 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class _Statements(QueueStatements, ScheduleStatements):
+class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     """PostgreSQL's answer to each statement the store's programs name
     (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
     statement each; ``channel`` is the schema's NOTIFY channel, known once open."""
@@ -536,7 +539,7 @@ class _Statements(QueueStatements, ScheduleStatements):
             "SELECT run_id, CASE WHEN lease_owner LIKE $3 AND " + _SESSION_FREE.format(
                 owner="lease_owner") + " THEN NULL ELSE lease_owner END, lease_expires "
             "FROM lashflow_runs WHERE status IN ('running', 'queued') AND queue IS NULL AND "
-            "(lease_owner IS NULL "
+            "(status = 'running' OR wake_at IS NULL OR wake_at <= $1) AND (lease_owner IS NULL "
             "OR lease_expires < $1 OR lease_owner LIKE $2 OR lease_owner LIKE $3) "
             "ORDER BY created_at, run_id", now, _local_owners(), _SESSION_OWNERS)
 
@@ -1035,7 +1038,7 @@ class PostgresStore(CoreStore):
         (SELECT run_id, NULL AS owner, FALSE AS gone FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
-              AND queue IS NULL
+              AND queue IS NULL AND (status = 'running' OR wake_at IS NULL OR wake_at <= $1)
             UNION ALL
             SELECT run_id, wake_at FROM lashflow_runs
             WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
@@ -1064,8 +1067,9 @@ class PostgresStore(CoreStore):
         if not dead:
             return ready
         orphans = await self.backend.fetch(
-            "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status IN "
-            "('running', 'queued') OR (status = 'waiting' AND wake_at <= $3)) AND queue IS NULL "
+            "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status = "
+            "'running' OR (status = 'queued' AND COALESCE(wake_at, 0) <= $3) "
+            "OR (status = 'waiting' AND wake_at <= $3)) AND queue IS NULL "
             "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]
         return (found + [run_id for run_id in ready if run_id not in found])[:limit]

@@ -96,6 +96,15 @@ class ScheduleStatements:
         return await conn.fetchval("DELETE FROM lashflow_schedules WHERE name = $1 RETURNING 1",
                                    name) is not None
 
+    async def drop_ahead(self, conn: asyncpg.Connection, prefix: str, after: float) -> None:
+        """Delete the schedule's runs written ahead for ticks after ``after``: queued,
+        never claimed, not before a later time (and their first event)."""
+        await conn.execute(
+            "WITH gone AS (DELETE FROM lashflow_runs WHERE run_id >= $1 AND run_id < $2 AND "
+            "status = 'queued' AND generation = 0 AND lease_owner IS NULL AND wake_at > $3 "
+            "RETURNING run_id) DELETE FROM lashflow_events WHERE run_id IN (SELECT run_id "
+            "FROM gone)", prefix, prefix_end(prefix), after)
+
     async def runs_with_prefix(self, conn: asyncpg.Connection, prefix: str,
                                limit: int) -> list[Any]:
         return list(await conn.fetch(

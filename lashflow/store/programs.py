@@ -471,7 +471,7 @@ STATEMENTS = frozenset({
     # schedules (store.schedules)
     "schedule_row", "schedule_rows", "due_schedules", "insert_schedule", "swap_schedule",
     "swap_schedule_batch", "insert_runs", "delete_schedule", "runs_with_prefix",
-    "run_statuses", "next_due_at",
+    "run_statuses", "next_due_at", "drop_ahead",
     # events (store.events)
     "append_events", "run_events", "last_event", "feed", "feed_head",
     # queues (store.queues)
@@ -480,6 +480,9 @@ STATEMENTS = frozenset({
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
     "delete_queue", "queue_depths", "buckets_of", "fair_enqueue", "fair_started",
     "gate_claims", "open_queues", "queue_holders", "queue_resumable", "queue_front", "key_buckets",
+    # rate limits and global concurrency (store.ratelimits)
+    "take_named_rate", "take_own_rate", "take_slot", "release_slot", "rate_limit_rows",
+    "put_rate_limit", "delete_rate_limit", "slots_held",
 })
 
 __all__ = ["GATED", "STATEMENTS", "Ask", "Gated", "Program", "enqueued", "fenced", "one"]

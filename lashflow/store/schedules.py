@@ -42,17 +42,21 @@ def due_schedules(now: float, limit: int) -> Program[list[ScheduleRow]]:
     return [schedule_from_row(row) for row in (yield "due_schedules", (now, limit))]
 
 
-def swap_schedule(row: ScheduleRow, expected: int | None,
-                  runs: list[RunRecord]) -> Program[bool]:
+def swap_schedule(row: ScheduleRow, expected: int | None, runs: list[RunRecord],
+                  take_back: float | None) -> Program[bool]:
     """Write ``row`` if the stored version is still ``expected`` (None: only if no such
     schedule exists), then insert ``runs`` (those already there are left as they are).
-    False, with nothing written, when someone else changed the schedule first."""
+    ``take_back``: first delete the runs written ahead for ticks whose time is after it
+    (``drop_ahead``). False, with nothing written, when someone else changed the
+    schedule first."""
     if expected is None:
         written = yield "insert_schedule", (row.values(),)
     else:
         written = yield "swap_schedule", (row.values(), expected)
     if not written:
         return False
+    if take_back is not None:
+        yield "drop_ahead", (row.name + "@", take_back)
     for run in runs:
         if (yield "insert_run", (run,)):
             yield from enqueued([run])
@@ -71,6 +75,13 @@ def swap_schedules(batch: list[tuple[ScheduleRow, int, list[RunRecord]]]
         yield "insert_runs", (runs,)
         yield from enqueued(runs)
     return [row.name in won for row, _, _ in batch]
+
+
+def delete_schedule(name: str, now: float) -> Program[bool]:
+    if not (yield "delete_schedule", (name,)):
+        return False
+    yield "drop_ahead", (name + "@", now)
+    return True
 
 
 def schedule_runs(name: str, limit: int) -> Program[list[RunSummary]]:
@@ -97,8 +108,9 @@ class ScheduleStore:
         return await self._read(due_schedules, float(now), limit, scan=True)  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def swap_schedule(self, row: ScheduleRow, expected: int | None,
-                            runs: Collection[RunRecord] = ()) -> bool:
-        return bool(await self._write(swap_schedule, row, expected, list(runs)))  # type: ignore[attr-defined]  # a mixin of CoreStore
+                            runs: Collection[RunRecord] = (), *,
+                            take_back: float | None = None) -> bool:
+        return bool(await self._write(swap_schedule, row, expected, list(runs), take_back))  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def swap_schedules(self, batch: Collection[tuple[ScheduleRow, int, list[RunRecord]]]
                              ) -> list[bool]:
@@ -110,9 +122,10 @@ class ScheduleStore:
         """The earliest ``due_at`` of the unpaused schedules (when the next pass has work)."""
         return await self._read(one, "next_due_at")  # type: ignore[attr-defined]  # a mixin of CoreStore
 
-    async def delete_schedule(self, name: str) -> bool:
-        """Delete the schedule (its runs stay); False if there was none."""
-        return bool(await self._write(one, "delete_schedule", name, atomic=False))  # type: ignore[attr-defined]  # a mixin of CoreStore
+    async def delete_schedule(self, name: str, now: float) -> bool:
+        """Delete the schedule (its runs stay, but those written ahead for ticks after
+        ``now``); False if there was none."""
+        return bool(await self._write(delete_schedule, name, float(now)))  # type: ignore[attr-defined]  # a mixin of CoreStore
 
     async def schedule_runs(self, name: str, limit: int = 20) -> list[RunSummary]:
         return await self._read(schedule_runs, name, limit, scan=True)  # type: ignore[attr-defined]  # a mixin of CoreStore

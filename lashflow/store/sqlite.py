@@ -51,6 +51,8 @@ from .sqlite_schedules import MIGRATION as SCHEDULES_MIGRATION
 from .sqlite_queues import MIGRATION as QUEUES_MIGRATION
 from .sqlite_queues import MIGRATION_9 as QUEUE_ORDER_MIGRATION
 from .sqlite_queues import QueueStatements
+from .sqlite_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
+from .sqlite_ratelimits import RateLimitStatements
 from .sqlite_schedules import ScheduleStatements
 
 T = TypeVar("T")
@@ -143,6 +145,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     8: QUEUES_MIGRATION,
     # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
     9: QUEUE_ORDER_MIGRATION,
+    # Version 10: tools' rate limits (token buckets) and global concurrency slots (ADR 0036).
+    10: RATE_LIMITS_MIGRATION,
 }
 
 
@@ -220,7 +224,7 @@ def _itself(conn: sqlite3.Connection) -> sqlite3.Connection:
 _DISK_CODES = frozenset({sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL})
 
 
-class _Statements(QueueStatements, ScheduleStatements):
+class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
     """SQLite's answer to each statement the store's programs name (``programs.STATEMENTS``).
     Every method takes the connection first; the backend runs them in one transaction."""
 
@@ -282,6 +286,11 @@ class _Statements(QueueStatements, ScheduleStatements):
         """Each row its run's next offset (rows of one run in their order): the one
         writer connection makes ``MAX`` exact. One read for the runs' last offsets."""
         if not rows:
+            return
+        if len(rows) == 1:  # a step's commit: one statement reads the offset and writes
+            conn.execute("INSERT INTO events (run_id, seq, kind, data, at) SELECT ?, "
+                         "COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE run_id = ?",
+                         (*rows[0], rows[0][0]))
             return
         ids = sorted({row[0] for row in rows})
         if len(ids) == 1:
@@ -442,9 +451,12 @@ class _Statements(QueueStatements, ScheduleStatements):
                          [(status, meta, now, run_id) for run_id, status, meta in changes])
 
     def unsettled_leases(self, conn: sqlite3.Connection, now: float) -> list[Any]:
+        # a run written ahead (queued, ``wake_at`` in the future: a schedule's tick not
+        # yet come) is not claimable before its time
         return conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
-                            "IN ('running', 'queued') AND queue IS NULL "
-                            "ORDER BY created_at").fetchall()
+                            "IN ('running', 'queued') AND queue IS NULL AND (status = "
+                            "'running' OR wake_at IS NULL OR wake_at <= ?) "
+                            "ORDER BY created_at", (now,)).fetchall()
 
     def claim_free(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
                    expires: float) -> None:
@@ -510,7 +522,10 @@ class _Statements(QueueStatements, ScheduleStatements):
         conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?", steps)
 
     def put_attempts(self, conn: sqlite3.Connection, attempts: Sequence[AttemptRecord]) -> None:
-        """Attempt rows of their own, an existing one updated in place."""
+        """Attempt rows of their own, an existing one updated in place (no statement
+        for none: a step's lone first attempt is folded into its row, ADR 0010)."""
+        if not attempts:
+            return
         conn.executemany(
             "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
             "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
@@ -603,13 +618,14 @@ class _Statements(QueueStatements, ScheduleStatements):
             rows.append((step.run_id, step.step_key, step.seq, step.kind, step.tool,
                          step.args_hash, step.status, row.outcome, row.blob, row.detail,
                          step.created_at, step.updated_at))
-        # one statement for all of them: a fan-out's commit holds hundreds
-        conn.executemany(
-            "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, outcome, "
-            "blob, detail, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
-            "ON CONFLICT (run_id, step_key) DO UPDATE SET status = excluded.status, "
-            "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
-            "updated_at = excluded.updated_at", rows)
+        # one statement for all of them (a fan-out's commit holds hundreds), none for none
+        if rows:
+            conn.executemany(
+                "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, "
+                "outcome, blob, detail, created_at, updated_at) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key) DO UPDATE SET "
+                "status = excluded.status, outcome = excluded.outcome, blob = excluded.blob, "
+                "detail = excluded.detail, updated_at = excluded.updated_at", rows)
         self.put_attempts(conn, [attempt for attempt in change.attempts
                                  if folded.get(attempt.step_key) is not attempt])
         if change.wake is not None:

@@ -70,6 +70,17 @@ class ScheduleStatements:
     def delete_schedule(self, conn: sqlite3.Connection, name: str) -> bool:
         return conn.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1
 
+    def drop_ahead(self, conn: sqlite3.Connection, prefix: str, after: float) -> None:
+        """Delete the schedule's runs written ahead for ticks after ``after``: queued,
+        never claimed, not before a later time (and their first event)."""
+        found = [row[0] for row in conn.execute(
+            "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? AND status = 'queued' "
+            "AND generation = 0 AND lease_owner IS NULL AND wake_at > ?",
+            (prefix, prefix_end(prefix), after))]
+        for run_id in found:
+            conn.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
     def runs_with_prefix(self, conn: sqlite3.Connection, prefix: str, limit: int) -> list[Any]:
         return conn.execute(
             f"SELECT {SUMMARY_COLUMNS} FROM runs WHERE run_id >= ? AND run_id < ? "

@@ -33,6 +33,10 @@ INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...]]] = {
                                 ()),
     "lashflow_attempt_duration_seconds": ("histogram", "How long one tool attempt took.",
                                           DURATION_BUCKETS),
+    "lashflow_rate_limited_calls_total": ("counter", "Tool calls whose rate limit slot was "
+                                          "later than their start, by tool and how they "
+                                          "waited (held: in the call; parked: the run "
+                                          "parked).", ()),
     "lashflow_drives_total": ("counter", "Drives of runs that ended here, by the run's status.",
                               ()),
     "lashflow_journal_commit_seconds": ("histogram", "One journal transaction, queue to durable.",

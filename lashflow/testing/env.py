@@ -41,7 +41,7 @@ T = TypeVar("T")
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the same timestamps in every test run
 MAX_SKIPS = 1_000  # timers one command moves through before it calls the run endless
 _UNSET: Any = object()
-_TIMERS = frozenset({"sleep", "child"})  # waits that time alone resolves (a child's own
+_TIMERS = frozenset({"sleep", "child", "rate"})  # waits that time alone resolves (a child's own
 # waits are listed beside its ``child`` wait, so a child parked on anything else blocks)
 
 

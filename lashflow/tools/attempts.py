@@ -18,6 +18,7 @@ from lashflow.tools.clock import Clock
 from lashflow.tools.context import ToolCall, ToolContext
 from lashflow.tools.definition import RegisteredTool
 from lashflow.tools.keys import KeyRing
+from lashflow.tools.limits import CallGate
 from lashflow.tools.models import ModelProvider
 from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.results import ResultKind, ToolResult
@@ -102,6 +103,7 @@ class CallEnv:
     limiter: "Slots | None" = None
     cancel_grace: float = 0.05
     telemetry: Any = None  # the engine's Telemetry (spans, counters) or None
+    gate: CallGate | None = None  # the store's limits (rate, global concurrency)
 
 
 _GRACE_EXPIRED = object()
@@ -344,12 +346,17 @@ async def _one_attempt(
     definition = tool.definition
     if env.limiter is not None and not await env.limiter.acquire(env.cancel):
         return _cancelled(attempt - 1, clock.now())
+    gate = env.gate
     try:
+        if gate is not None and not await gate.enter(attempt, env.cancel):
+            gate = None  # nothing was taken
+            return _cancelled(attempt - 1, clock.now())
         started = clock.now()
         await journal.attempt_started(env.step_key, attempt, started, durable=not definition.idempotent)
         ctx = ToolContext(
             run_id=env.run_id, step_key=env.step_key, attempt=attempt, max_attempts=max_attempts,
             keys=env.keys, model_provider=env.model_provider, projector=env.projector, cancellation=env.cancel,
+            rate_slot=None if gate is None else gate.taken,
         )
         call = ToolCall(call_input, definition.name, definition.module, ctx)
         if env.telemetry is None:
@@ -358,8 +365,12 @@ async def _one_attempt(
         else:
             outcome = await _execute_reported(tool, call, env, clock, started, env.telemetry)
     finally:
-        if env.limiter is not None:
-            env.limiter.release()
+        try:
+            if gate is not None:
+                await gate.leave()
+        finally:
+            if env.limiter is not None:
+                env.limiter.release()
     await journal.attempt_finished(env.step_key, attempt, outcome)
     return outcome
 

@@ -75,7 +75,7 @@ class ToolContext:
 
     __slots__ = (
         "_run_id", "_step_key", "_attempt", "_max_attempts", "_keys", "_minted", "_provider",
-        "_projector", "_cancellation", "usage",
+        "_projector", "_cancellation", "usage", "_rate_slot",
     )
 
     def __init__(
@@ -89,8 +89,10 @@ class ToolContext:
         model_provider: ModelProvider | None = None,
         projector: Any = None,
         cancellation: asyncio.Event | None = None,
+        rate_slot: float | None = None,
     ) -> None:
         self._run_id = run_id
+        self._rate_slot = rate_slot
         self._step_key = step_key
         self._attempt = max(1, attempt)
         self._max_attempts = max(1, max_attempts, self._attempt)
@@ -117,6 +119,13 @@ class ToolContext:
     @property
     def max_attempts(self) -> int:
         return self._max_attempts
+
+    @property
+    def rate_slot(self) -> float | None:
+        """When this attempt's rate-limit slot began (epoch seconds), if its tool has a
+        rate: slots of one limit are at least ``period / n`` apart across every worker,
+        and the attempt starts at or after its own (None: no rate)."""
+        return self._rate_slot
 
     @property
     def idempotency_key(self) -> str:

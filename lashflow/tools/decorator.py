@@ -15,6 +15,7 @@ from typing import Any, overload
 
 from lashflow.tools.context import ToolCall
 from lashflow.tools.definition import ANY_OBJECT_SCHEMA, ToolDefinition
+from lashflow.tools.limits import limit_options
 from lashflow.tools.plain_types import fast_arguments, fast_output, plain_input_schema, plain_schema
 from lashflow.tools.results import ToolResult
 from lashflow.tools.retry import RetryPolicy
@@ -50,6 +51,9 @@ class FunctionTool:
         output_tail: bool = False,
         cancel_external: Callable[[str], Any] | None = None,
         on_exhausted: str = "fail",
+        rate: str | tuple[float, float] | None = None,
+        rate_limit: str | None = None,
+        global_concurrency: int | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@tool needs an `async def` function, got {fn!r}")
@@ -110,6 +114,7 @@ class FunctionTool:
             max_concurrency=max_concurrency,
             output_tail=output_tail,
             on_exhausted=on_exhausted,
+            **limit_options(tool_name, rate, rate_limit, global_concurrency),
         )
 
     def _model(self) -> Any:
@@ -207,6 +212,9 @@ def tool(
     output_tail: bool = False,
     cancel_external: Callable[[str], Any] | None = None,
     on_exhausted: str = "fail",
+    rate: str | tuple[float, float] | None = None,
+    rate_limit: str | None = None,
+    global_concurrency: int | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 

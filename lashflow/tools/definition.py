@@ -30,6 +30,9 @@ class ToolDefinition:
     the end of big outputs; ``max_concurrency`` caps calls in flight engine-wide;
     ``on_exhausted="pause"``: when the retry policy runs out, the run is paused for an
     operator (the last error shown; ``retry`` continues it) instead of the call failing.
+    ``rate`` (calls, period in seconds) or ``rate_limit`` (a named limit several tools
+    share) and ``global_concurrency`` are held in the store, across every worker
+    (``docs/rate-limits.md``).
     """
 
     id: str
@@ -43,6 +46,9 @@ class ToolDefinition:
     max_concurrency: int | None = None
     output_tail: bool = False
     on_exhausted: str = "fail"
+    rate: tuple[float, float] | None = None
+    rate_limit: str | None = None
+    global_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         if not self.id.strip() or not self.name.strip():
@@ -51,6 +57,11 @@ class ToolDefinition:
             raise ValueError("a tool's module cannot be blank")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
+        if self.global_concurrency is not None and self.global_concurrency < 1:
+            raise ValueError("global_concurrency must be at least 1")
+        if self.rate is not None and self.rate_limit is not None:
+            raise ValueError("a tool takes rate= (its own limit) or rate_limit= (a named "
+                             "one), not both")
         if self.on_exhausted not in ON_EXHAUSTED:
             raise ValueError(f"on_exhausted is one of {', '.join(ON_EXHAUSTED)}, not "
                              f"{self.on_exhausted!r}")
@@ -75,6 +86,14 @@ class ToolDefinition:
     @property
     def qualified_name(self) -> str:
         return f"{self.module}.{self.name}"
+
+    @property
+    def bucket(self) -> str | None:
+        """The name of the store's token bucket its calls take from, if any: the named
+        limit, or ``tool:MODULE.NAME`` for a rate of its own."""
+        if self.rate_limit is not None:
+            return self.rate_limit
+        return None if self.rate is None else f"tool:{self.qualified_name}"
 
 
 @runtime_checkable

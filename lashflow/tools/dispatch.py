@@ -19,6 +19,7 @@ from lashflow.tools.clock import Clock, RealClock
 from lashflow.tools.completion import CompletionBook, outcome_for_resolution
 from lashflow.tools.definition import RegisteredTool
 from lashflow.tools.keys import KeyRing
+from lashflow.tools.limits import CallGate
 from lashflow.tools.models import ModelProvider
 from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.plugins import PluginStack, ToolOutputBudgetPluginFactory, runtime_plugin_stack
@@ -37,6 +38,7 @@ class DispatchCall:
     input: Any = None
     step_key: str = ""
     first_attempt: int = 1
+    gate: CallGate | None = None  # the store's limits its attempts pass (durable host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +126,8 @@ class Dispatcher:
         the completion book instead of returning pending outcomes.
         """
         planned = [
-            (call if call.step_key else DispatchCall(call.module, call.name, call.input, str(i), call.first_attempt),
+            (call if call.step_key else DispatchCall(call.module, call.name, call.input, str(i),
+                                                     call.first_attempt, call.gate),
              self.registry.get(call.module, call.name))
             for i, call in enumerate(calls)
         ]
@@ -162,7 +165,7 @@ class Dispatcher:
         semaphores = self._semaphores(entry)
         env = CallEnv(run_id, call.step_key, self.keys, self.model_provider, self.projector, cancel,
                       Slots(*semaphores) if semaphores else None, self.cancel_grace,
-                      self.telemetry)
+                      self.telemetry, call.gate)
         if self.telemetry is None:
             outcome = await run_attempts(entry, call.input, env, journal, self.clock,
                                          call.first_attempt)

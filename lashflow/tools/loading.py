@@ -8,9 +8,10 @@ import importlib.util
 import sys
 import types
 from collections.abc import Iterable
+from typing import Any
 from pathlib import Path
 
-from lashflow.errors import UsageError
+from lashflow.errors import LashflowError, UsageError
 
 __all__ = ["load_tool_modules", "tools_from_config", "project_dir", "tool_modules_for"]
 
@@ -39,7 +40,7 @@ def _import_path(path: Path) -> types.ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise UsageError(f"cannot load tools from {path}: {type(exc).__name__}: {exc}") from exc
+        raise _load_error(path, exc) from exc
     return module
 
 
@@ -51,7 +52,15 @@ def _import_name(name: str) -> types.ModuleType:
             raise UsageError(f"tool module not found: {name}") from exc
         raise UsageError(f"cannot load tools from {name}: {exc}") from exc
     except Exception as exc:
-        raise UsageError(f"cannot load tools from {name}: {type(exc).__name__}: {exc}") from exc
+        raise _load_error(name, exc) from exc
+
+
+def _load_error(where: object, exc: Exception) -> LashflowError:
+    """One line saying why a tool module did not load; a lashflow error raised while it
+    loaded (a bad ``@tool`` option) keeps its code."""
+    if isinstance(exc, LashflowError):
+        return LashflowError(f"cannot load tools from {where}: {exc.message}", code=exc.code)
+    return UsageError(f"cannot load tools from {where}: {type(exc).__name__}: {exc}")
 
 
 def load_tool_modules(specs: Iterable[str | Path], *, base_dir: str | Path | None = None) -> list[types.ModuleType]:
@@ -81,9 +90,10 @@ def load_tool_modules(specs: Iterable[str | Path], *, base_dir: str | Path | Non
     return modules
 
 
-def tools_from_config(directory: str | Path) -> list[str]:
-    """The ``tools`` entries of ``[tool.lashflow]`` in ``pyproject.toml`` and ``lashflow.toml``."""
-    found: list[str] = []
+def lashflow_tables(directory: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The ``[tool.lashflow]`` table of each of the folder's config files (``pyproject.toml``,
+    then ``lashflow.toml``) that has one: the project configuration."""
+    found: list[tuple[Path, dict[str, Any]]] = []
     for filename in CONFIG_FILES:
         path = Path(directory) / filename
         if not path.is_file():
@@ -94,7 +104,17 @@ def tools_from_config(directory: str | Path) -> list[str]:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"{path}: invalid TOML: {exc}") from exc
-        entries = data.get("tool", {}).get("lashflow", {}).get("tools", [])
+        table = data.get("tool", {}).get("lashflow", {})
+        if isinstance(table, dict):
+            found.append((path, table))
+    return found
+
+
+def tools_from_config(directory: str | Path) -> list[str]:
+    """The ``tools`` entries of ``[tool.lashflow]`` in ``pyproject.toml`` and ``lashflow.toml``."""
+    found: list[str] = []
+    for path, table in lashflow_tables(directory):
+        entries = table.get("tools", [])
         if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
             raise UsageError(f"{path}: [tool.lashflow] tools must be a list of strings")
         found.extend(e for e in entries if e not in found)

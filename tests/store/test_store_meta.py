@@ -106,4 +106,7 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
         assert await store.list_queues() == []  # and version 8's queues
         # and version 9's queue order: nothing waits in any queue
         assert (await store.take_queued(0.0, 10, "w", 30.0)).claimed == []
-    assert SCHEMA_VERSION == 9
+        assert await store.rate_limits() == []  # and version 10's rate limits
+        assert await store.take_rate("tool:m.t", (2.0, 1.0), 3, 100.0) is not None
+        assert await store.slots_held(100.0) == {}
+    assert SCHEMA_VERSION == 10

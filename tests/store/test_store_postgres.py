@@ -25,7 +25,8 @@ async def test_every_table_is_prefixed_so_a_shared_database_is_fine(postgres_bac
                            "lashflow_attempts", "lashflow_completions", "lashflow_signals",
                            "lashflow_blobs", "lashflow_versions",
                            "lashflow_schedules", "lashflow_events", "lashflow_queues",
-                           "lashflow_queue_keys", "lashflow_buckets"}
+                           "lashflow_queue_keys", "lashflow_buckets", "lashflow_rate_limits",
+                           "lashflow_tool_slots"}
 
 
 async def test_a_postgresql_url_opens_a_postgres_store(postgres_backend: Any) -> None:

@@ -90,3 +90,44 @@ async def gate(call: ToolCall) -> ToolResult:
     while not os.path.exists(path):
         await asyncio.sleep(0.01)
     return ToolResult.ok(call.input["i"] + 1)
+
+
+@tool(rate="20/s")
+async def rated(call: ToolCall) -> ToolResult:
+    """Rate-limited to 20 calls a second across every worker: logs its start and the
+    rate slot the store gave it."""
+    record(call, "rated", f"{call.context.rate_slot:.6f}")
+    return ToolResult.ok(call.input["i"] + 1)
+
+
+@tool(rate_limit="payments")
+async def settle_payment(call: ToolCall) -> ToolResult:
+    """One of two tools sharing the named limit ``payments``."""
+    record(call, "payments", f"settle_payment,{call.context.rate_slot:.6f}")
+    return ToolResult.ok(call.input["i"] + 1)
+
+
+@tool(rate_limit="payments")
+async def refund(call: ToolCall) -> ToolResult:
+    """The other tool of the named limit ``payments``."""
+    record(call, "payments", f"refund,{call.context.rate_slot:.6f}")
+    return ToolResult.ok(call.input["i"] + 1)
+
+
+@tool(global_concurrency=2)
+async def exclusive(call: ToolCall) -> ToolResult:
+    """At most two in flight across every worker: counts itself in and out (its peak is
+    what the test checks) and holds until ``$LASHFLOW_WORKERS_GATE`` exists when
+    ``gate`` is set, else for ``ms``."""
+    _hold_count("exclusive", +1)
+    record(call, "exclusive")
+    try:
+        if call.input.get("gate"):
+            path = os.environ["LASHFLOW_WORKERS_GATE"]
+            while not os.path.exists(path):
+                await asyncio.sleep(0.01)
+        else:
+            await asyncio.sleep(call.input["ms"] / 1000)
+    finally:
+        _hold_count("exclusive", -1)
+    return ToolResult.ok(call.input["i"] + 1)
