@@ -27,7 +27,7 @@ from ..tools.definition import ToolDefinition
 from .outcome import Wait
 
 RATE_HOLD = 0.25  # a slot this near is waited for in the call (the run keeps its worker slot)
-RATE_LEAD = 0.1  # a run parked for a slot comes due this long before it
+RATE_LEAD = 0.25  # a run parked for a slot comes due this long before it
 UNDEFINED_RECHECK = 30.0  # a call of a named limit nobody defined looks again after this
 SLOT_POLL_MAX = 1.0  # the longest pause between looks for a free global slot
 

@@ -158,3 +158,29 @@ def test_bad_rates_are_one_line_errors_in_the_cli(tmp_path: Path) -> None:
     loaded = invoke("worker", "--once", "--tools", str(module))
     assert loaded.exit_code == 2 and "error[rate_invalid]: cannot load tools from" in \
         loaded.stderr and "tool 'f': rate: 'fast' is not N/PERIOD" in loaded.stderr, loaded.stderr
+
+
+@tool(rate="2/s", module="limited")
+async def twice_a_second(i: int) -> int:
+    return i + 1
+
+
+def test_a_rate_passes_in_simulated_time_in_the_testing_env(tmp_path: Path) -> None:
+    """``WorkflowEnv`` skips time: ten calls at 2/s (six in a row, then a fan-out of
+    four) take 4.5 simulated seconds (the first at once, then one every 0.5 s), whether
+    a call waits inside the drive or parks its run."""
+    from lashflow.testing import WorkflowEnv
+
+    source = """
+process go() {
+  i = 0
+  while i < 6 { i = await limited.twice_a_second({ i: i })? }
+  rs = await [limited.twice_a_second({ i: n })? for n in range(4)]
+  finish i + len(rs)
+}
+"""
+    with WorkflowEnv(str(tmp_path / "db.sqlite"), tools=[twice_a_second]) as env:
+        began = env.clock.now()
+        run = env.run(source, process="go")
+        assert (run.status, run.result) == (RunStatus.FINISHED, 10)
+        assert env.clock.now() - began == pytest.approx(4.5)
