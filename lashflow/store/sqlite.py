@@ -287,6 +287,11 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
         writer connection makes ``MAX`` exact. One read for the runs' last offsets."""
         if not rows:
             return
+        if len(rows) == 1:  # a step's commit: one statement reads the offset and writes
+            conn.execute("INSERT INTO events (run_id, seq, kind, data, at) SELECT ?, "
+                         "COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE run_id = ?",
+                         (*rows[0], rows[0][0]))
+            return
         ids = sorted({row[0] for row in rows})
         if len(ids) == 1:
             last = {ids[0]: conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?",
@@ -517,7 +522,10 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
         conn.executemany("DELETE FROM completions WHERE run_id = ? AND step_key = ?", steps)
 
     def put_attempts(self, conn: sqlite3.Connection, attempts: Sequence[AttemptRecord]) -> None:
-        """Attempt rows of their own, an existing one updated in place."""
+        """Attempt rows of their own, an existing one updated in place (no statement
+        for none: a step's lone first attempt is folded into its row, ADR 0010)."""
+        if not attempts:
+            return
         conn.executemany(
             "INSERT INTO attempts (run_id, step_key, attempt, status, code, message, detail, "
             "started_at, finished_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key, "
@@ -610,13 +618,14 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             rows.append((step.run_id, step.step_key, step.seq, step.kind, step.tool,
                          step.args_hash, step.status, row.outcome, row.blob, row.detail,
                          step.created_at, step.updated_at))
-        # one statement for all of them: a fan-out's commit holds hundreds
-        conn.executemany(
-            "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, outcome, "
-            "blob, detail, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
-            "ON CONFLICT (run_id, step_key) DO UPDATE SET status = excluded.status, "
-            "outcome = excluded.outcome, blob = excluded.blob, detail = excluded.detail, "
-            "updated_at = excluded.updated_at", rows)
+        # one statement for all of them (a fan-out's commit holds hundreds), none for none
+        if rows:
+            conn.executemany(
+                "INSERT INTO steps (run_id, step_key, seq, kind, tool, args_hash, status, "
+                "outcome, blob, detail, created_at, updated_at) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key) DO UPDATE SET "
+                "status = excluded.status, outcome = excluded.outcome, blob = excluded.blob, "
+                "detail = excluded.detail, updated_at = excluded.updated_at", rows)
         self.put_attempts(conn, [attempt for attempt in change.attempts
                                  if folded.get(attempt.step_key) is not attempt])
         if change.wake is not None:
