@@ -255,26 +255,28 @@ def range_bounds(args: list[Any]) -> range:
     return r
 
 
-def _div_int(name: str, role: str, v: Any) -> int:
+def _div_operand(name: str, role: str, v: Any) -> float:
     if type(v) is not float:
         raise type_error(f"`{name}` {role} must be a finite integer, got {type_name(v)}")
     if not v.is_integer():
         raise type_error(f"`{name}` {role} must be a finite integer")
-    return int(v)
+    return v
 
 
+# Both round the quotient of the two numbers as they are (floats), as the original does:
+# beyond 2^53 that can differ from the exact integer quotient by one.
 def ceil_div(a: Any, b: Any) -> float:
-    x, y = _div_int("ceil_div", "dividend", a), _div_int("ceil_div", "divisor", b)
+    x, y = _div_operand("ceil_div", "dividend", a), _div_operand("ceil_div", "divisor", b)
     if y == 0:
         raise value_error("`ceil_div` divisor must not be 0")
-    return float(-((-x) // y))
+    return float(math.ceil(x / y))
 
 
 def floor_div(a: Any, b: Any) -> float:
-    x, y = _div_int("floor_div", "dividend", a), _div_int("floor_div", "divisor", b)
+    x, y = _div_operand("floor_div", "dividend", a), _div_operand("floor_div", "divisor", b)
     if y == 0:
         raise value_error("`floor_div` divisor must not be 0")
-    return float(x // y)
+    return float(math.floor(x / y))
 
 
 _ASCII_DIGITS = frozenset("0123456789")

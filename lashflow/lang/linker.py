@@ -232,6 +232,18 @@ class Linker:
             raise self.fail(f"process `{decl.name}` return type is incompatible: expected "
                             f"{expected.render()}, got {got.render()}", decl, hint=hint) from None
 
+    def literal_fits_output(self, value: T.SType, node: A.ValueStmt) -> None:
+        """A text literal after a ``finish`` (which cannot run) is still checked against
+        ``-> T`` when the body is checked, as the original does; other values are not."""
+        expected = self.outputs.get(self.proc.name) if self.proc is not None else None
+        if expected is None or not isinstance(value, T.StrLit):
+            return
+        try:
+            T.check_assignable(value, expected)
+        except T.Mismatch as exc:
+            if exc.message:
+                raise self.fail(exc.message, node) from None
+
     # ------------------------------------------------------------------ entries
 
     def entry(self, proc: A.ProcessDecl | None, body: list[A.Stmt], env: Env) -> None:
@@ -272,6 +284,8 @@ class Linker:
             if s.kind in ("finish", "fail"):
                 if s.kind == "finish" and self.reachable:
                     self.finishes.append(value)
+                elif s.kind == "finish" and not self.inferring:
+                    self.literal_fits_output(value, s)
                 self.reachable = False
         elif isinstance(s, A.If):
             self.expr(s.cond, env)

@@ -205,13 +205,18 @@ def widen(t: SType) -> SType:
 
 
 def join(types: Iterable[SType]) -> SType:
-    """The union of several types, flattened and de-duplicated (order kept)."""
+    """The union of several types, flattened and de-duplicated (order kept). Two members
+    that read the same are one, as in the original, whose types are what they print as
+    (``list[any]`` of a tool's result and ``list[any]`` are one type there)."""
     out: list[SType] = []
+    seen: set[str] = set()
     for t in types:
         t = widen(t)
         members = t.members if isinstance(t, UnionT) else (t,)
         for m in members:
-            if m not in out:
+            shown = m.render()
+            if shown not in seen:
+                seen.add(shown)
                 out.append(m)
     if not out:
         return ANY
@@ -273,6 +278,8 @@ def check_assignable(actual: SType, expected: SType) -> None:
             return
         raise Mismatch()
     if isinstance(expected, Enum):
+        if actual == STR:  # as in the original: text may be any member; the run checks it
+            return
         if isinstance(actual, StrLit):
             if actual.value in expected.members:
                 return

@@ -76,7 +76,7 @@ async def test_a_rate_holds_across_workers(db: Db, fleet: Fleet, log: Path) -> N
 
 
 async def test_a_named_limit_is_shared_by_two_tools(db: Db, fleet: Fleet, log: Path) -> None:
-    """``payments`` at 10/s, defined with the CLI's API; ``charge`` and ``refund`` both
+    """``payments`` at 10/s, defined with the CLI's API; ``settle_payment`` and ``refund`` both
     take from it: their slots together never pass 10 a second."""
     async with Engine(db=db.url) as engine:
         await engine.rate_limits.set("payments", "10/s")
@@ -88,7 +88,7 @@ async def test_a_named_limit_is_shared_by_two_tools(db: Db, fleet: Fleet, log: P
         await wait_all(store, fleet, 10, "finished", timeout=300)
     assert set(fleet.stop().values()) == {0}
     lines = calls(log, "payments")
-    assert Counter(line.extra.partition(",")[0] for line in lines) == {"charge": 30,
+    assert Counter(line.extra.partition(",")[0] for line in lines) == {"settle_payment": 30,
                                                                         "refund": 30}
     check_slots(lines, 10, "payments 10/s")
 

@@ -101,9 +101,9 @@ async def rated(call: ToolCall) -> ToolResult:
 
 
 @tool(rate_limit="payments")
-async def charge(call: ToolCall) -> ToolResult:
+async def settle_payment(call: ToolCall) -> ToolResult:
     """One of two tools sharing the named limit ``payments``."""
-    record(call, "payments", f"charge,{call.context.rate_slot:.6f}")
+    record(call, "payments", f"settle_payment,{call.context.rate_slot:.6f}")
     return ToolResult.ok(call.input["i"] + 1)
 
 
