@@ -248,6 +248,13 @@ class QueueStatements:
                            key: str) -> None:
         await conn.execute(FAIR_ENQUEUE, run_id, queue, key)
 
+    async def fair_started(self, conn: asyncpg.Connection, queue: str, run_id: str) -> None:
+        """The queue's virtual time moves to a started run's tag (``lashflow_gate_claim``
+        does the same inside its claim)."""
+        await conn.execute("UPDATE lashflow_queues SET vtime = GREATEST(vtime, (SELECT "
+                           "fair_tag FROM lashflow_runs WHERE run_id = $1)) WHERE name = $2",
+                           run_id, queue)
+
     async def open_queues(self, conn: asyncpg.Connection, now: float) -> list[Any]:
         return list(await conn.fetch(_OPEN_QUEUES, now))
 
