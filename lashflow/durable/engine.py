@@ -204,7 +204,8 @@ class Engine:
         counted = self.telemetry.metrics if self.telemetry is not None else None
         now = self.clock.now()
         return (counted or Metrics()).render(await self.store.stats(now),
-                                             await self.queues.gauges(now))
+                                             await self.queues.gauges(now),
+                                             await self.rate_limits.gauges(now))
 
     @property
     def listeners(self) -> list[Listener]:

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import RateInvalid, UnknownRateLimit
 from ..rates import format_rate, parse_rate
 from ..store import RateLimitRow, Store
+from ..telemetry.metrics import LimitGauges
 from ..tools.clock import Clock
 from ..tools.limits import check_limit_name
 
@@ -75,6 +76,12 @@ class RateLimits:
         if info.own:
             raise RateInvalid(f"{name!r} is a tool's own rate: it goes with the tool's code")
         await self.store.delete_rate_limit(name)
+
+    async def gauges(self, now: float) -> LimitGauges:
+        """Every limit and held global slot, as ``/metrics`` shows them."""
+        return LimitGauges({row.name: (row.calls, row.delayed, max(0.0, row.tat - now))
+                            for row in await self.store.rate_limits()},
+                           await self.store.slots_held(now))
 
     async def slots(self) -> dict[str, int]:
         """Tools with ``global_concurrency``: their calls in flight now, across workers."""

@@ -26,8 +26,10 @@ from ..tools.clock import Clock
 from ..tools.definition import ToolDefinition
 from .outcome import Wait
 
-RATE_HOLD = 0.25  # a slot this near is waited for in the call (the run keeps its worker slot)
 RATE_LEAD = 0.25  # a run parked for a slot comes due this long before it
+# a slot this near is waited for in the call (the run keeps its worker slot); never less
+# than the lead, or a run come due would park again
+RATE_HOLD = RATE_LEAD
 UNDEFINED_RECHECK = 30.0  # a call of a named limit nobody defined looks again after this
 SLOT_POLL_MAX = 1.0  # the longest pause between looks for a free global slot
 
@@ -98,6 +100,7 @@ class CallLimiter:
         plan = Plan()
         groups: dict[str, list[tuple[str, ToolDefinition]]] = {}
         tools: dict[str, tuple[str, str]] = {}  # step -> (tool, bucket)
+        counted: set[str] = set()  # calls counted when they parked: not again
         for step, definition in calls:
             bucket = definition.bucket
             if bucket is None:
@@ -105,6 +108,7 @@ class CallLimiter:
             tools[step] = (definition.qualified_name, bucket)
             if step in reserved:  # taken before the run parked
                 plan.slots[step] = reserved.pop(step)
+                counted.add(step)
             else:
                 groups.setdefault(bucket, []).append((step, definition))
         for bucket, members in groups.items():
@@ -123,10 +127,12 @@ class CallLimiter:
         for step, slot in list(plan.slots.items()):
             tool, bucket = tools[step]
             if slot - now <= RATE_HOLD:
-                self._count(tool, "held" if slot > now else None)
+                if step not in counted:
+                    self._count(tool, "held" if slot > now else None)
                 continue
             del plan.slots[step]
-            self._count(tool, "parked")
+            if step not in counted:
+                self._count(tool, "parked")
             plan.waits.append(Wait(kind="rate", step=step, tool=tool, until=slot, limit=bucket,
                                    resolve=f"lashflow resume {quote(run_id)}"))
         return plan

@@ -771,5 +771,5 @@ class Store(abc.ABC):
     async def take_queued(self, now: float, limit: int, owner: str, ttl: float,
                           skip: Collection[str] = ()) -> QueueTake:
         """Claim for ``owner`` up to ``limit`` new runs of queues, best first, as their
-        queues' limits allow, in one transaction; list the queue runs being resumed
+        queues' limits allow, in one statement; list the queue runs being resumed
         (claimed one by one, their leases judged first). ``skip``: runs not to take."""

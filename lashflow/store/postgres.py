@@ -539,7 +539,8 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             "SELECT run_id, CASE WHEN lease_owner LIKE $3 AND " + _SESSION_FREE.format(
                 owner="lease_owner") + " THEN NULL ELSE lease_owner END, lease_expires "
             "FROM lashflow_runs WHERE status IN ('running', 'queued') AND queue IS NULL AND "
-            "(status = 'running' OR wake_at IS NULL OR wake_at <= $1) AND (lease_owner IS NULL "
+            "(status = 'running' OR generation > 0 OR wake_at IS NULL OR wake_at <= $1) AND "
+            "(lease_owner IS NULL "
             "OR lease_expires < $1 OR lease_owner LIKE $2 OR lease_owner LIKE $3) "
             "ORDER BY created_at, run_id", now, _local_owners(), _SESSION_OWNERS)
 
@@ -1038,7 +1039,8 @@ class PostgresStore(CoreStore):
         (SELECT run_id, NULL AS owner, FALSE AS gone FROM (
             SELECT run_id, created_at AS ready_at FROM lashflow_runs
             WHERE status IN ('running', 'queued') AND (lease_owner IS NULL OR lease_expires < $1)
-              AND queue IS NULL AND (status = 'running' OR wake_at IS NULL OR wake_at <= $1)
+              AND queue IS NULL AND (status = 'running' OR generation > 0 OR wake_at IS NULL
+                   OR wake_at <= $1)
             UNION ALL
             SELECT run_id, wake_at FROM lashflow_runs
             WHERE status = 'waiting' AND wake_at IS NOT NULL AND wake_at <= $1
@@ -1068,7 +1070,7 @@ class PostgresStore(CoreStore):
             return ready
         orphans = await self.backend.fetch(
             "SELECT run_id FROM lashflow_runs WHERE lease_owner = ANY($1::text[]) AND (status = "
-            "'running' OR (status = 'queued' AND COALESCE(wake_at, 0) <= $3) "
+            "'running' OR (status = 'queued' AND (generation > 0 OR COALESCE(wake_at, 0) <= $3)) "
             "OR (status = 'waiting' AND wake_at <= $3)) AND queue IS NULL "
             "ORDER BY created_at, run_id LIMIT $2", dead, limit, float(now))
         found = [row[0] for row in orphans]

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from .queues import DEPTHS, FRONT, FRONT_AFTER, QUEUE_COLUMNS, RESUMABLE, queue_sql
+from .queues import DEPTHS, FIRST, FRONT, FRONT_AFTER, OPEN_QUEUES, QUEUE_COLUMNS, queue_sql
 from .rows import RUN_COLUMNS
 
 _C = 'COLLATE "C"'
@@ -146,8 +146,8 @@ WITH k AS (
     RETURNING k.finish - 1.0 / k.weight AS tag)
 UPDATE lashflow_runs SET fair_tag = k.tag FROM k WHERE run_id = $1"""
 
-_RESUMABLE = queue_sql(RESUMABLE, "lashflow_")
-_FRONT = queue_sql(FRONT, "lashflow_")
+_FIRST = queue_sql(FIRST, "lashflow_")
+_OPEN_QUEUES = queue_sql(OPEN_QUEUES, "lashflow_")
 _FRONT_AFTER = queue_sql(FRONT, "lashflow_", FRONT_AFTER)
 _DEPTHS = queue_sql(DEPTHS, "lashflow_")
 
@@ -248,24 +248,20 @@ class QueueStatements:
                            key: str) -> None:
         await conn.execute(FAIR_ENQUEUE, run_id, queue, key)
 
-    async def open_queues(self, conn: asyncpg.Connection) -> list[Any]:
-        return list(await conn.fetch(f"SELECT {QUEUE_COLUMNS} FROM lashflow_queues "
-                                     "WHERE paused = 0 ORDER BY name"))
+    async def fair_started(self, conn: asyncpg.Connection, queue: str, run_id: str) -> None:
+        """The queue's virtual time moves to a started run's tag (``lashflow_gate_claim``
+        does the same inside its claim)."""
+        await conn.execute("UPDATE lashflow_queues SET vtime = GREATEST(vtime, (SELECT "
+                           "fair_tag FROM lashflow_runs WHERE run_id = $1)) WHERE name = $2",
+                           run_id, queue)
 
-    async def queue_holders(self, conn: asyncpg.Connection, queue: str, now: float) -> list[Any]:
-        return list(await conn.fetch(
-            "SELECT queue_key, COUNT(*) FROM lashflow_runs WHERE queue = $1 AND lease_owner "
-            "IS NOT NULL AND lease_expires >= $2 AND status NOT IN ('finished', 'failed', "
-            "'cancelled') GROUP BY queue_key", queue, now))
-
-    async def queue_resumable(self, conn: asyncpg.Connection, queue: str,
-                              now: float) -> list[Any]:
-        return list(await conn.fetch(_RESUMABLE, queue, now))
+    async def open_queues(self, conn: asyncpg.Connection, now: float) -> list[Any]:
+        return list(await conn.fetch(_OPEN_QUEUES, now))
 
     async def queue_front(self, conn: asyncpg.Connection, queue: str, now: float,
                           after: tuple[Any, ...] | None, size: int) -> list[Any]:
         if after is None:
-            return list(await conn.fetch(_FRONT, queue, now, size))
+            return list(await conn.fetch(_FIRST, queue, now, size))
         return list(await conn.fetch(_FRONT_AFTER, queue, now, size, *after))
 
     async def key_buckets(self, conn: asyncpg.Connection, queue: str,

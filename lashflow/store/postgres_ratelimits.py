@@ -19,6 +19,9 @@ from .pg_wakeups import LOCK_CLASS
 from .ratelimits import LIVE_SLOT, RATE_COLUMNS
 
 _C = 'COLLATE "C"'
+# The advisory lock space of a tool's global slots: not the owners' session locks' (a
+# hash shared with a live worker's owner would wait as long as that worker lives).
+SLOT_LOCK_CLASS = LOCK_CLASS + 1
 
 MIGRATION = [
     f"""CREATE TABLE IF NOT EXISTS lashflow_rate_limits (
@@ -37,7 +40,7 @@ MIGRATION = [
     LANGUAGE plpgsql VOLATILE AS $slot$
     DECLARE held BIGINT;
     BEGIN
-        PERFORM pg_advisory_xact_lock({LOCK_CLASS}, hashtext('slot:' || p_name));
+        PERFORM pg_advisory_xact_lock({SLOT_LOCK_CLASS}, hashtext(p_name));
         DELETE FROM lashflow_tool_slots s WHERE s.name = p_name AND (
             (s.run_id = p_run AND s.step_key = p_step)
             OR NOT {LIVE_SLOT.format(runs="lashflow_runs", now="p_now")});

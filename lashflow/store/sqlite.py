@@ -455,7 +455,7 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
         # yet come) is not claimable before its time
         return conn.execute("SELECT run_id, lease_owner, lease_expires FROM runs WHERE status "
                             "IN ('running', 'queued') AND queue IS NULL AND (status = "
-                            "'running' OR wake_at IS NULL OR wake_at <= ?) "
+                            "'running' OR generation > 0 OR wake_at IS NULL OR wake_at <= ?) "
                             "ORDER BY created_at", (now,)).fetchall()
 
     def claim_free(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,

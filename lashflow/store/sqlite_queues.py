@@ -8,7 +8,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .queues import DEPTHS, FRONT, FRONT_AFTER, QUEUE_COLUMNS, RESUMABLE, gate, queue_sql
+from .queues import (DEPTHS, FIRST, FRONT, FRONT_AFTER, OPEN_QUEUES, QUEUE_COLUMNS, gate,
+                     queue_sql)
 from .rows import RUN_COLUMNS
 
 
@@ -59,8 +60,8 @@ def _sqlite(template: str, after: str = "") -> str:
 
 
 _DEPTHS = _sqlite(DEPTHS)
-_RESUMABLE = _sqlite(RESUMABLE)
-_FRONT = _sqlite(FRONT)
+_FIRST = _sqlite(FIRST)
+_OPEN_QUEUES = _sqlite(OPEN_QUEUES)
 _FRONT_AFTER = _sqlite(FRONT, FRONT_AFTER)
 
 
@@ -182,23 +183,13 @@ class QueueStatements:
     def buckets_of(self, conn: sqlite3.Connection, name: str) -> list[Any]:
         return conn.execute("SELECT key, tat FROM buckets WHERE queue = ?", (name,)).fetchall()
 
-    def open_queues(self, conn: sqlite3.Connection) -> list[Any]:
-        return conn.execute(f"SELECT {QUEUE_COLUMNS} FROM queues WHERE paused = 0 "
-                            "ORDER BY name").fetchall()
-
-    def queue_holders(self, conn: sqlite3.Connection, queue: str, now: float) -> list[Any]:
-        return conn.execute(
-            f"SELECT queue_key, COUNT(*) FROM runs {_HELD} WHERE queue = ? AND lease_owner IS NOT NULL "
-            "AND lease_expires >= ? AND status NOT IN ('finished', 'failed', 'cancelled') "
-            "GROUP BY queue_key", (queue, now)).fetchall()
-
-    def queue_resumable(self, conn: sqlite3.Connection, queue: str, now: float) -> list[Any]:
-        return conn.execute(_RESUMABLE, (queue, now)).fetchall()
+    def open_queues(self, conn: sqlite3.Connection, now: float) -> list[Any]:
+        return conn.execute(_OPEN_QUEUES, (now,)).fetchall()
 
     def queue_front(self, conn: sqlite3.Connection, queue: str, now: float,
                     after: tuple[Any, ...] | None, size: int) -> list[Any]:
         if after is None:
-            return conn.execute(_FRONT, (queue, now, size)).fetchall()
+            return conn.execute(_FIRST, (queue, now, size)).fetchall()
         return conn.execute(_FRONT_AFTER, (queue, now, size, *after)).fetchall()
 
     def key_buckets(self, conn: sqlite3.Connection, queue: str, keys: list[str]) -> list[Any]:

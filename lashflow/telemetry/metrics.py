@@ -129,9 +129,13 @@ class Metrics:
 
     # -- Prometheus text format ----------------------------------------------------------
     def render(self, stats: "StoreStats | None" = None,
-               queues: Sequence[QueueGauge] = ()) -> str:
-        """The exposition text of this process's instruments, ``stats`` and ``queues``."""
+               queues: Sequence[QueueGauge] = (),
+               limits: "LimitGauges | None" = None) -> str:
+        """The exposition text of this process's instruments, ``stats``, ``queues`` and
+        tools' ``limits``."""
         lines: list[str] = []
+        if limits is not None and (limits.rates or limits.slots):
+            _limit_gauges(lines, limits)
         if queues:
             _gauge(lines, "lashflow_queue_waiting", "Runs of a queue not started yet.",
                    {(("queue", q.name),): q.waiting for q in queues})
@@ -188,6 +192,31 @@ class QueueGauge:
     paused: bool
 
 
+@dataclass(frozen=True, slots=True)
+class LimitGauges:
+    """Tools' limits as ``/metrics`` shows them, read from the database at scrape time:
+    per rate limit (calls, calls that waited for their slot, seconds until its next free
+    slot), and global concurrency slots held per tool."""
+
+    rates: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    slots: dict[str, int] = field(default_factory=dict)
+
+
+def _limit_gauges(lines: list[str], limits: LimitGauges) -> None:
+    rates = sorted(limits.rates.items())
+    _gauge(lines, "lashflow_rate_limit_calls", "Calls a rate limit gave a slot, all workers.",
+           {(("limit", name),): calls for name, (calls, _, _) in rates})
+    _gauge(lines, "lashflow_rate_limit_delayed_calls",
+           "Calls of a rate limit that waited for their slot, all workers.",
+           {(("limit", name),): delayed for name, (_, delayed, _) in rates})
+    _gauge(lines, "lashflow_rate_limit_booked_seconds",
+           "Seconds until a rate limit's next free slot (0: one is free now).",
+           {(("limit", name),): booked for name, (_, _, booked) in rates})
+    _gauge(lines, "lashflow_tool_global_slots_held",
+           "Calls of a tool with global_concurrency in flight now, all workers.",
+           {(("tool", tool),): held for tool, held in sorted(limits.slots.items())})
+
+
 def _gauge(lines: list[str], name: str, help_text: str, values: dict[Labels, float]) -> None:
     lines.append(f"# HELP {name} {help_text}")
     lines.append(f"# TYPE {name} gauge")
@@ -237,4 +266,4 @@ def _otel_instruments(provider: Any) -> dict[str, Any] | None:
     return made
 
 
-__all__ = ["INSTRUMENTS", "Metrics", "QueueGauge"]
+__all__ = ["INSTRUMENTS", "LimitGauges", "Metrics", "QueueGauge"]

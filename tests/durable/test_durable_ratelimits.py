@@ -90,8 +90,15 @@ async def test_a_later_slot_parks_the_run_and_shows_until_when(backend_url: str,
         assert again.status is RunStatus.WAITING and again.waiting[0].until == wait.until
         assert (await engine.rate_limits.get("tool:limited.once_a_minute")).calls == 2
         metrics = await engine.metrics_text()
+        # counted once, when it first parked (the early resume parked it again)
         assert ('lashflow_rate_limited_calls_total{tool="limited.once_a_minute",'
-                'how="parked"} 2') in metrics
+                'how="parked"} 1') in metrics
+        assert 'lashflow_rate_limit_calls{limit="tool:limited.once_a_minute"} 2' in metrics
+        assert 'lashflow_rate_limit_delayed_calls{limit="tool:limited.once_a_minute"} 1' \
+            in metrics
+        booked = next(line for line in metrics.splitlines()
+                      if line.startswith("lashflow_rate_limit_booked_seconds{"))
+        assert 60 < float(booked.split()[-1]) <= 120, booked
     shown = await acli(backend_url, "show", "rl-1")
     assert shown.exit_code == 0 and "rate limited until" in shown.stdout, shown.stdout
     waiting = await acli(backend_url, "waiting")

@@ -126,8 +126,12 @@ impl StubHost {
 
     fn stub_answer(&self, name: &str, spec: &Json, args: &[Value]) -> Result<Value, ExecutionHostError> {
         // `echo` returns the first argument; with no argument at all it returns the (empty)
-        // input object, as lashflow's MemoryHost does.
-        let first = || args.first().cloned().unwrap_or_else(|| Value::Record(Arc::new(Record::new())));
+        // input object, as lashflow's MemoryHost does. It goes through JSON as a real tool's
+        // result does (a tuple comes back a list).
+        let first = || {
+            let arg = args.first().cloned().unwrap_or_else(|| Value::Record(Arc::new(Record::new())));
+            lashlang::from_json(value_json(&arg))
+        };
         if spec.as_str() == Some("echo") {
             return Ok(first());
         }
