@@ -263,20 +263,27 @@ def _div_operand(name: str, role: str, v: Any) -> float:
     return v
 
 
+def _rounded(rounding: Callable[[float], int], quotient: float) -> float:
+    """``rounding`` of a float quotient as a float, keeping the sign of a zero (``-0.5``
+    rounds up to ``-0``, which text shows as ``-0`` where the original shows it)."""
+    return math.copysign(0.0, quotient) if -1.0 < quotient < 1.0 and rounding(quotient) == 0 \
+        else float(rounding(quotient))
+
+
 # Both round the quotient of the two numbers as they are (floats), as the original does:
 # beyond 2^53 that can differ from the exact integer quotient by one.
 def ceil_div(a: Any, b: Any) -> float:
     x, y = _div_operand("ceil_div", "dividend", a), _div_operand("ceil_div", "divisor", b)
     if y == 0:
         raise value_error("`ceil_div` divisor must not be 0")
-    return float(math.ceil(x / y))
+    return _rounded(math.ceil, x / y)
 
 
 def floor_div(a: Any, b: Any) -> float:
     x, y = _div_operand("floor_div", "dividend", a), _div_operand("floor_div", "divisor", b)
     if y == 0:
         raise value_error("`floor_div` divisor must not be 0")
-    return float(math.floor(x / y))
+    return _rounded(math.floor, x / y)
 
 
 _ASCII_DIGITS = frozenset("0123456789")

@@ -487,10 +487,12 @@ class Linker:
         name = e.name
         if name in env:
             return env[name]
-        if name in self.assigned and self.proc is not None:
+        if name in self.assigned and self.proc is not None and not (
+                name in self.processes or name in self.catalog.modules):
+            # (a process or module name not yet assigned here still names that global)
             raise self.fail(f"unknown name `{name}`", e,
                             hint=f"`{name}` is assigned only later in the process body")
-        if name in self.assigned:
+        if name in self.assigned and self.proc is None:
             return T.ANY
         if name in self.processes:
             out = self.outputs.get(name)

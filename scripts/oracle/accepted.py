@@ -98,17 +98,17 @@ def plus_typed_number(ref: Outcome, new: Outcome, source: str) -> bool:
 def boundary_integers_one_too_low(ref: Outcome, new: Outcome, source: str) -> bool:
     from outcomes import differs  # noqa: PLC0415 - sibling module
 
-    text = json.dumps(ref)
-    if not any(low in text for low in _BOUNDARY_TEXT):
+    # a process value or a JSON parser's text beside the number: those classes too; the
+    # number's digits split into characters: joined again on both sides
+    ref = _chars_joined(_json_errors_as_one(_without_process_refs(ref)))
+    if not any(low in json.dumps(ref) for low in _BOUNDARY_TEXT):
         return False
-    # a process value or a JSON parser's text beside the number: those classes too
-    ref = _json_errors_as_one(_without_process_refs(ref))
     # each place lashflow writes the exact number (or, inside JSON text, 2^64 as any float
     # beyond u64: an exponent) may be one where the original wrote its saturated one, or
     # one where both agree (2^64 as a plain float's text): try each choice
     exact = {**{e: low for low, e in _BOUNDARY_TEXT.items()},
              "1.8446744073709552e19": "18446744073709551615"}
-    theirs = json.dumps(new)
+    theirs = json.dumps(_chars_joined(new))
     places = [m for m in re.finditer("|".join(map(re.escape, exact)), theirs)][:10]
     for chosen in itertools.product((False, True), repeat=len(places)):
         text, shift = theirs, 0
@@ -271,6 +271,29 @@ def child_id_from_step_key(ref: Outcome, new: Outcome, source: str) -> bool:
                    _handle_ids_as_one(_json_errors_as_one(new)), source) is None
 
 
+def undeclared_signal_refused(ref: Outcome, new: Outcome, source: str) -> bool:
+    """``wait_signal("n")`` in a process that declares its signals, none of them ``n``:
+    lashflow refuses it when linking; the original waits for a signal that cannot come."""
+    return (new.get("outcome") == "link_error" and ref.get("outcome") != "link_error"
+            and re.match(r"process `[^`]*` declares no signal `", _message(new)) is not None)
+
+
+def _chars_joined(v: Any) -> Any:
+    """A list of one-character texts (what ``split(s, "")`` gives) as the one text."""
+    if isinstance(v, list):
+        if v and all(isinstance(x, str) and len(x) <= 1 for x in v):
+            return "".join(v)
+        return [_chars_joined(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _chars_joined(x) for k, x in v.items()}
+    if isinstance(v, str) and v.startswith("[") and '"' in v:
+        try:
+            return json.dumps(_chars_joined(json.loads(v)))
+        except ValueError:
+            return v
+    return v
+
+
 # name -> rule; the names are the ones docs/adr/0025 uses
 CLASSES: dict[str, Callable[[Outcome, Outcome, str], bool]] = {
     "original-panics": original_panics,
@@ -287,6 +310,7 @@ CLASSES: dict[str, Callable[[Outcome, Outcome, str], bool]] = {
     "literal-over-union-variable": literal_over_union_variable,
     "process-value-without-refs": process_value_without_refs,
     "child-id-from-step-key": child_id_from_step_key,
+    "undeclared-signal-refused": undeclared_signal_refused,
 }
 
 
