@@ -212,7 +212,7 @@ class ExprCompiler:
     def c_Name(self, node: ast.Name) -> Closure:
         name = node.name
         s = self.scope.slot(name)
-        fallback = self.scope.fallbacks.get(name, UNSET)
+        fallback = UNSET if node.local else self.scope.fallbacks.get(name, UNSET)
         span = span_of(node)
         if fallback is not UNSET:
             def f(env: list[Any]) -> Any:

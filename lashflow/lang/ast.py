@@ -124,10 +124,13 @@ class String:
 
 @dataclass(slots=True)
 class Name:
-    """A variable, a module root (``tools``) or a process reference."""
+    """A variable, a module root (``tools``) or a process reference. ``local``: set by
+    the linker where a variable named like a process or module may already be assigned,
+    so the read takes the variable (unknown if unset), not the global."""
 
     name: str
     span: Span = NO_SPAN
+    local: bool = False
 
 
 @dataclass(slots=True)

@@ -486,6 +486,8 @@ class Linker:
     def name(self, e: A.Name, env: Env) -> T.SType:
         name = e.name
         if name in env:
+            if name in self.processes or name in self.catalog.modules:
+                e.local = True
             return env[name]
         if name in self.assigned and self.proc is not None and not (
                 name in self.processes or name in self.catalog.modules):
