@@ -69,6 +69,7 @@ class Linker:
         self.signal_types: dict[str, T.SType] = {}
         self.reachable = True  # false after a `finish`/`fail`/`break`/`continue` in a block
         self.finishes: list[T.SType] = []  # types of the reachable `finish`es of the body
+        self.undeclared_signal: LangError | None = None  # the body's first, reported last
         # True while inferring a process's output: only the reachable statements, and not
         # the parts of expressions the original leaves out of its inference (see `inferred`)
         self.inferring = False
@@ -106,9 +107,17 @@ class Linker:
         processes = [d for d in self.declare() if isinstance(d, A.ProcessDecl)]
         for decl in processes:
             self.infer_output(decl)
+        deferred: LangError | None = None  # lashflow's own signal check comes last
         for decl in processes:
-            self.process_body(decl)
+            try:
+                self.process_body(decl)
+            except LangError as exc:
+                if exc is not self.undeclared_signal:
+                    raise
+                deferred = deferred or exc
         self.entry(None, self.module.main, {})
+        if deferred is not None:
+            raise deferred
 
     def declare(self) -> list[Any]:
         """Check the declarations (names, types, process signatures) in source order and
@@ -206,7 +215,10 @@ class Linker:
 
     def process_body(self, decl: A.ProcessDecl) -> None:
         self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
+        self.undeclared_signal = None
         self.entry(decl, decl.body.body, dict(self.params[decl.name]))
+        if self.undeclared_signal is not None:
+            raise self.undeclared_signal
 
     def check_output(self, decl: A.ProcessDecl, expected: T.SType, ends: bool) -> None:
         """What a run of the process can finish with (each reachable ``finish``, and null
@@ -447,11 +459,15 @@ class Linker:
         if isinstance(e, A.WaitSignal):
             if self.proc is None:
                 raise self.fail("`wait_signal` can only be used inside a process body", e)
-            if self.signal_types and e.name not in self.signal_types:
-                # a process that declares its signals takes no other: a typo would park forever
-                raise self.fail(f"process `{self.proc.name}` declares no signal `{e.name}` (its "
-                                f"signals: {', '.join(f'`{n}`' for n in self.signal_types)})", e,
-                                hint=did_you_mean(e.name, list(self.signal_types)))
+            if (self.signal_types and e.name not in self.signal_types and not self.inferring
+                    and self.undeclared_signal is None):
+                # a process that declares its signals takes no other: a typo would park
+                # forever. The original has no such check, so it is reported only once the
+                # body shows none of the original's own errors (see process_body and run).
+                self.undeclared_signal = self.fail(
+                    f"process `{self.proc.name}` declares no signal `{e.name}` (its signals: "
+                    f"{', '.join(f'`{n}`' for n in self.signal_types)})", e,
+                    hint=did_you_mean(e.name, list(self.signal_types)))
             return self.signal_types.get(e.name, T.ANY)
         if isinstance(e, A.SignalRun):
             self.expr(e.run, env)
