@@ -288,9 +288,12 @@ def _chars_joined(v: Any) -> Any:
         return {k: _chars_joined(x) for k, x in v.items()}
     if isinstance(v, str) and v.startswith("[") and '"' in v:
         try:
-            return json.dumps(_chars_joined(json.loads(v)))
+            parsed = json.loads(v)
         except ValueError:
             return v
+        joined = _chars_joined(parsed)
+        # only text that held split characters is rewritten (dumping re-spells numbers)
+        return json.dumps(joined) if joined != parsed else v
     return v
 
 
