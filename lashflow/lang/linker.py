@@ -387,6 +387,10 @@ class Linker:
         """The item type of a ``for``; a union iterates if some member is a list."""
         if isinstance(t, T.ListT):
             return t.item
+        if (isinstance(t, T.UnionT) and any(isinstance(m, T.ListT) for m in t.members)
+                and all(isinstance(m, T.ListT) or T.is_gradual(m) for m in t.members)):
+            # lists and unknowns: each list gives its items, each unknown `any`, in order
+            return T.join(m.item if isinstance(m, T.ListT) else T.ANY for m in t.members)
         if _unchecked(t):
             return T.ANY
         if isinstance(t, T.UnionT):
