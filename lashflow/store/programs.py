@@ -32,6 +32,18 @@ T = TypeVar("T")
 Ask = tuple[str, tuple[Any, ...]]  # (statement name, its arguments)
 Program = Generator[Ask, Any, T]
 
+
+def run_on(program: Program[T], statements: Any, conn: Any) -> T:
+    """Run ``program`` to its end on a blocking connection, answering each statement it
+    asks for with the method of that name on ``statements``."""
+    answer = None
+    while True:
+        try:
+            name, args = program.send(answer)
+        except StopIteration as end:
+            return end.value
+        answer = getattr(statements, name)(conn, *args)
+
 # Runs a delivery may wake: waiting ones become due, a running one keeps the wake time
 # through its park (it may be parking on what was just delivered).
 WAKEABLE = ("waiting", "running")

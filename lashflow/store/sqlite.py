@@ -43,7 +43,7 @@ from . import events
 from .base import SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
 from .group_commit import Outcome
-from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
+from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced, run_on
 from .queries import PARKED_WAITS, RUNS_BY_STATUS, SIGNALS_OF_RUN, SUMMARY_COLUMNS, count_sql, page_sql
 from .rows import QUEUE_RUN_COLUMNS, run_queue
 from .rows import RUN_COLUMNS, STEP_READ_COLUMNS, dumps, encode_step, folded_attempts, run_values
@@ -700,15 +700,7 @@ class SqliteBackend:
 
     def _run(self, conn: sqlite3.Connection, job: Job) -> Any:
         """Run a program to its end on ``conn``, answering each statement it asks for."""
-        program = job()
-        sql = self.sql
-        answer = None
-        while True:
-            try:
-                name, args = program.send(answer)
-            except StopIteration as end:
-                return end.value
-            answer = getattr(sql, name)(conn, *args)
+        return run_on(job(), self.sql, conn)
 
     def _run_at_one_moment(self, conn: sqlite3.Connection, job: Job) -> Any:
         conn.execute("BEGIN")

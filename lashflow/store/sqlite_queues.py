@@ -10,6 +10,7 @@ from typing import Any
 
 from .queues import (DEPTHS, FIRST, FRONT, FRONT_AFTER, OPEN_QUEUES, QUEUE_COLUMNS, gate,
                      queue_sql)
+from .programs import run_on
 from .rows import RUN_COLUMNS
 
 
@@ -74,14 +75,7 @@ class QueueStatements:
     def gate_claim(self, conn: sqlite3.Connection, run_id: str, owner: str, now: float,
                    expires: float, generation: int, holder: str | None, dead: bool) -> Any:
         """``queues.gate``, its statements answered here, in the writer's transaction."""
-        program = gate(run_id, owner, now, expires, generation, holder, dead)
-        answer = None
-        while True:
-            try:
-                name, args = program.send(answer)
-            except StopIteration as end:
-                return end.value
-            answer = getattr(self, name)(conn, *args)
+        return run_on(gate(run_id, owner, now, expires, generation, holder, dead), self, conn)
 
     def gate_claims(self, conn: sqlite3.Connection, run_ids: list[str], generations: list[int],
                     owner: str, now: float, expires: float) -> list[Any]:
