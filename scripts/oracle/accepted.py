@@ -229,7 +229,7 @@ def _without_process_refs(v: Any) -> Any:
     if isinstance(v, list):
         return [_without_process_refs(x) for x in v]
     if isinstance(v, dict):
-        if v.get("$lash_process") is True:
+        if "$lash_process" in v and "process_name" in v:  # (its fields may be awaited)
             return {k: x for k, x in v.items() if k in ("$lash_process", "process_name")}
         return {k: _without_process_refs(x) for k, x in v.items()}
     return v
