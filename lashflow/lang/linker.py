@@ -63,6 +63,7 @@ class Linker:
         self.processes: dict[str, A.ProcessDecl] = {}
         self.params: dict[str, list[tuple[str, T.SType]]] = {}
         self.outputs: dict[str, T.SType | None] = {}
+        self.process_values: dict[str, T.ProcessT] = {}  # a process's type as a value
         # per entry
         self.proc: A.ProcessDecl | None = None
         self.assigned: set[str] = set()
@@ -212,6 +213,29 @@ class Linker:
         expected = self.outputs.get(decl.name)
         if expected is not None:
             self.check_output(decl, expected, ends=self.reachable)
+        self.process_values[decl.name] = T.ProcessT(
+            self.input_type(decl.name),
+            expected if expected is not None else self.finished_type(ends=self.reachable))
+
+    def input_type(self, name: str) -> T.SType:
+        """A process's input as its value's type shows it, as the original does: null
+        without parameters, the parameter's type for one, an object of them for more."""
+        params = self.params[name]
+        if not params:
+            return T.NULL
+        if len(params) == 1:
+            return params[0][1]
+        return T.Obj(tuple(T.Field(n, t) for n, t in params))
+
+    def finished_type(self, ends: bool) -> T.SType:
+        """What a run of the process being inferred can finish with: each reachable
+        ``finish``, and null if the body can end without one."""
+        members: list[T.SType] = []
+        for t in [*self.finishes, *([T.NULL] if ends or not self.finishes else [])]:
+            for m in (t.members if isinstance(t, T.UnionT) else (T.widen(t),)):
+                if m not in members:
+                    members.append(m)
+        return members[0] if len(members) == 1 else T.UnionT(tuple(members))
 
     def process_body(self, decl: A.ProcessDecl) -> None:
         self.signal_types = {s.name: self.type_of(s.type) for s in decl.signals}
@@ -230,12 +254,8 @@ class Linker:
                 except T.Mismatch as exc:
                     if exc.message:
                         raise self.fail(exc.message, decl) from None
-        members: list[T.SType] = []
-        for t in [*self.finishes, *([T.NULL] if ends or not self.finishes else [])]:
-            for m in (t.members if isinstance(t, T.UnionT) else (T.widen(t),)):
-                if m not in members:
-                    members.append(m)
-        got = members[0] if len(members) == 1 else T.UnionT(tuple(members))
+        got = self.finished_type(ends)
+        members = got.members if isinstance(got, T.UnionT) else (got,)
         try:
             T.check_assignable(got, expected)
         except T.Mismatch:
@@ -428,7 +448,9 @@ class Linker:
             inner = self.expr(e.expr, env)
             if isinstance(inner, T.Wrapper):
                 return inner.inner
-            return T.ANY
+            if isinstance(inner, T.Handle):  # the child's output, or anything if it failed
+                return T.join([inner.output, T.ANY])
+            return inner  # as the original types it; the run refuses what is not a result
         if isinstance(e, A.Field):
             return self.field(e, env)
         if isinstance(e, A.Index):
@@ -517,8 +539,11 @@ class Linker:
         if name in self.assigned and self.proc is None:
             return T.ANY
         if name in self.processes:
+            known = self.process_values.get(name)  # not yet while inferring it or one before
+            if known is not None:
+                return known
             out = self.outputs.get(name)
-            return T.ProcessT(T.ANY, out if out is not None else T.ANY)
+            return T.ProcessT(self.input_type(name), out if out is not None else T.ANY)
         if name in self.catalog.modules:
             return T.Resource(resource_type_name(name), name)
         if self.proc is not None:

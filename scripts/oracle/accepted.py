@@ -209,23 +209,26 @@ def resource_field_read_at_link(ref: Outcome, new: Outcome, source: str) -> bool
 
 
 def literal_over_union_variable(ref: Outcome, new: Outcome, source: str) -> bool:
-    """The original refuses a string literal stored (alone or inside a list or tuple)
-    over a variable or element whose inferred type is a union (``x = true ? 1 : 0.5`` then
-    ``x = "a"``), but not over one of a single type: lashflow lets a variable take a new
-    value of any type."""
+    """The original refuses a string literal stored (alone, inside a list or tuple, or as
+    a branch of ``? :``) over a variable or element whose inferred type is a union
+    (``x = true ? 1 : 0.5`` then ``x = "a"``), but not over one of a single type:
+    lashflow lets a variable take a new value of any type."""
     return (ref.get("outcome") == "link_error" and new.get("outcome") != "link_error"
             and re.match(r"expected [^,]* \| [^,]*, got incompatible literal", _message(ref)) is not None)
 
 
-# the original's content hashes inside a process value written as JSON text
+# the original's content hashes inside a process value written as JSON text, at any depth
+# of JSON text inside JSON text (each level escapes the quotes once more: `q` matches them)
 _PROCESS_REF_TEXT = re.compile(
-    r'"host_requirements_ref":"[^"]*",|"module_ref":"[^"]*",'
-    r'|,"process_ref":\{"component":"[0-9a-f]*","pos":\d+\}')
+    r'(?P<q>\\*)"host_requirements_ref(?P=q)":(?P=q)"[^"\\]*(?P=q)",'
+    r'|(?P<r>\\*)"module_ref(?P=r)":(?P=r)"[^"\\]*(?P=r)",'
+    r'|,(?P<s>\\*)"process_ref(?P=s)":\{(?P=s)"component(?P=s)":(?P=s)"[0-9a-f]*(?P=s)",'
+    r'(?P=s)"pos(?P=s)":\d+\}')
 
 
 def _without_process_refs(v: Any) -> Any:
     if isinstance(v, str):
-        return _PROCESS_REF_TEXT.sub("", v) if '"$lash_process"' in v else v
+        return _PROCESS_REF_TEXT.sub("", v) if "$lash_process" in v else v
     if isinstance(v, list):
         return [_without_process_refs(x) for x in v]
     if isinstance(v, dict):

@@ -75,6 +75,9 @@ def _literal_fits(linker: Any, e: Any, expected: Any) -> None:
                 m in (T.ANY, T.STR) or (isinstance(m, T.Enum) and e.value in m.members)
                 for m in expected.members):
             raise refuse(e.value)
+    elif isinstance(e, A.Ternary):  # each branch is stored, so each literal is checked
+        _literal_fits(linker, e.then, expected)
+        _literal_fits(linker, e.otherwise, expected)
     elif isinstance(e, A.RecordLit) and isinstance(expected, T.Obj):
         for key, value in e.entries:
             field = expected.get(key)
