@@ -12,7 +12,8 @@ temporary folder, so no measurement inherits another's memory, caches or WAL):
    as a ratio above 1.1); resume of the recorded 10,000-step run (replay only: the run
    is parked on a signal after its last step, so resuming replays every step and parks
    again); kill -> first resumed step (``lashflow run`` in a subprocess, SIGKILL by pid,
-   ``lashflow resume`` in a new one, timed to the first line its tool appends); the
+   ``lashflow resume`` in a new one, timed to the first line its tool appends; both on
+   one machine, so the resume finds the tree the run parsed in the parse cache); the
    import time of ``lashflow``.
 4. 10,000 runs parked on completion keys: the worker's RSS once they are all parked
    (after ``gc.collect()``), and ``engine.complete(key, ok)`` -> the run's next step
@@ -315,9 +316,11 @@ def run_worker(name: str, params: dict[str, Any], timeout: float = 600) -> dict[
 
 def bytecode_env(folder: str) -> dict[str, str]:
     """The environment for timed interpreter starts: bytecode cached (in the temp folder),
-    as in any pip-installed package. Without it every start recompiles lashflow's ~60
-    modules from source (about 0.1 s), e.g. under ``PYTHONDONTWRITEBYTECODE=1``."""
-    env = dict(os.environ, PYTHONPYCACHEPREFIX=os.path.join(folder, "pycache"))
+    as in any pip-installed package, and the parse cache there too (ADR 0040). Without it
+    every start recompiles lashflow's ~60 modules from source (about 0.1 s), e.g. under
+    ``PYTHONDONTWRITEBYTECODE=1``."""
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=os.path.join(folder, "pycache"),
+               LASHFLOW_CACHE_DIR=os.path.join(folder, "parse-cache"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
@@ -507,7 +510,8 @@ def main() -> None:
         raw["kill_to_resume_cpu_s"] = [cpu for _, cpu in pairs]
         if os.environ.get("PYTHONDONTWRITEBYTECODE"):  # how this environment runs by default
             raw["kill_to_resume_no_pyc_s"], raw["kill_to_resume_no_pyc_cpu_s"] = \
-                kill_to_resume(folder, 99, 300, dict(os.environ))
+                kill_to_resume(folder, 99, 300, dict(
+                    os.environ, LASHFLOW_CACHE_DIR=os.path.join(folder, "parse-cache-no-pyc")))
         raw["import_s"] = {s: import_time(s, env, 5) for s in IMPORTS}
         log(f"{parked:,} runs parked on completion keys")
         park = run_worker("parked", {"dir": sub("parked"), "runs": parked, "concurrency": width,

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# The parse cache (lashflow.lang.cache) of this session and every process it starts: a
+# temp folder, never the user's own cache.
+_PARSE_CACHE = tempfile.mkdtemp(prefix="lashflow-parse-cache-")
+os.environ["LASHFLOW_CACHE_DIR"] = _PARSE_CACHE
 
 
 @pytest.fixture
@@ -35,6 +42,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from pg_support import stop_throwaway_server
 
     stop_throwaway_server()
+    shutil.rmtree(_PARSE_CACHE, ignore_errors=True)
 
 
 _SLOW_MODULES = frozenset(["test_hardening_soak", "test_hardening_fuzz", "test_lang_fuzz"])

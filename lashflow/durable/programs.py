@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import LimitExceeded, UsageError
-from ..lang import link, parse
+from ..lang import link
 
 if TYPE_CHECKING:  # the syntax tree and the compiler load with the first compile
     from ..interp.compiler import Program
@@ -124,9 +124,13 @@ class Programs:
 
     def parse(self, source: str) -> ast.Module:
         """The module's declarations only (no tools needed): compiled if cached, else
-        parsed."""
+        parsed (or decoded from the parse cache, ``lashflow.lang.cache``)."""
         compiled = self._compiled.get(source_digest(source))
-        return compiled.module if compiled is not None else parse(source)
+        if compiled is not None:
+            return compiled.module
+        from ..lang.cache import cached_parse
+
+        return cached_parse(source)
 
     def cached(self, source_hash: str) -> Compiled | None:
         """The program compiled here from the text whose digest is ``source_hash``, if
@@ -139,9 +143,10 @@ class Programs:
         compiled = self._compiled.get(source_hash)
         if compiled is None:
             from ..interp.compiler import compile_module
+            from ..lang.cache import cached_parse
 
             catalog = self._catalog()
-            module = link(parse(source), catalog)
+            module = link(cached_parse(source), catalog)
             compiled = Compiled(module, compile_module(module, catalog), source_hash)
             self._compiled[source_hash] = compiled
         return compiled

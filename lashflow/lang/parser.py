@@ -18,34 +18,19 @@ costs nothing and later processes skip the table construction (ADR 0016). Lark's
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 from lashflow.errors import LimitExceeded
 from lashflow.lang import ast as A
 from lashflow.lang.diagnostics import LangError, parse_error
+from lashflow.lang.grammar_file import GRAMMAR_PATH as GRAMMAR_PATH  # re-exported
+from lashflow.lang.grammar_file import grammar_text
 from lashflow.lang.tokenpass import CLOSER_OF, ReplayLexer, StopPass, TokenPass, Typed
 from lashflow.lang.tokens import Tok, render_found, tokenize
-
-
-def _grammar_path() -> Path:
-    """``grammar/lashlang.lark`` is the one source. An installed package carries a copy
-    made when it was built (``setup.py`` puts it at ``lashflow/grammar/``); a checkout,
-    installed in place or not, reads the source itself (no symlink needed)."""
-    here = Path(__file__).resolve().parent
-    packaged = here.parent / "grammar" / "lashlang.lark"
-    return packaged if packaged.is_file() else here.parent.parent / "grammar" / "lashlang.lark"
-
-
-GRAMMAR_PATH = _grammar_path()
 
 _lock = threading.Lock()
 _parser: Any = None
 _classifier: Any = None
-
-
-def grammar_text() -> str:
-    return GRAMMAR_PATH.read_text(encoding="utf-8")
 
 
 def get_parser() -> Any:

@@ -26,7 +26,8 @@ def test_a_pasted_resolve_command_runs_nothing_else(lf: Any, tmp_path: Path,
     assert command.startswith("lashflow signal ")
     pasted = f"{sys.executable} -m lashflow" + command[len("lashflow"):]
     done = subprocess.run(["bash", "-c", pasted], cwd=tmp_path, capture_output=True, text=True,
-                          env={"LASHFLOW_DB": db_url, "PATH": "/usr/bin:/bin"}, timeout=120)
+                          env={"LASHFLOW_DB": db_url, "PATH": "/usr/bin:/bin",
+                               "LASHFLOW_CACHE_DIR": str(tmp_path / "cache")}, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not list(tmp_path.glob("pwned*"))
     shown = lf("show", run_id, "--json").json
