@@ -217,6 +217,15 @@ class Linker:
             self.input_type(decl.name),
             expected if expected is not None else self.finished_type(ends=self.reachable))
 
+    def output_of(self, name: str) -> T.SType:
+        """What a run of process ``name`` finishes with: declared, inferred once its body
+        has been, else unknown."""
+        known = self.process_values.get(name)
+        if known is not None:
+            return known.output
+        out = self.outputs.get(name)
+        return out if out is not None else T.ANY
+
     def input_type(self, name: str) -> T.SType:
         """A process's input as its value's type shows it, as the original does: null
         without parameters, the parameter's type for one, an object of them for more."""
@@ -441,8 +450,8 @@ class Linker:
             inner = self.expr(e.expr, env)
             if isinstance(e.expr, A.Unwrap) or isinstance(inner, T.Wrapper):
                 return inner
-            if isinstance(inner, T.Handle):
-                return T.Wrapper(inner.output)
+            if isinstance(inner, T.Handle):  # the child's output, or anything if it failed
+                return T.join([inner.output, T.ANY])
             return _awaited(inner)
         if isinstance(e, A.Unwrap):
             inner = self.expr(e.expr, env)
@@ -510,8 +519,7 @@ class Linker:
         if isinstance(e, A.BuiltinCall):
             return BUILTINS.get(e.name, T.ANY)
         if isinstance(e, A.Start):
-            out = self.outputs.get(e.process)
-            return T.Handle(out if out is not None else T.ANY)
+            return T.Handle(self.output_of(e.process))
         if isinstance(e, A.Unary):
             if e.op == "not":
                 return T.BOOL
@@ -539,11 +547,7 @@ class Linker:
         if name in self.assigned and self.proc is None:
             return T.ANY
         if name in self.processes:
-            known = self.process_values.get(name)  # not yet while inferring it or one before
-            if known is not None:
-                return known
-            out = self.outputs.get(name)
-            return T.ProcessT(self.input_type(name), out if out is not None else T.ANY)
+            return T.ProcessT(self.input_type(name), self.output_of(name))
         if name in self.catalog.modules:
             return T.Resource(resource_type_name(name), name)
         if self.proc is not None:
@@ -715,8 +719,7 @@ class Linker:
         for name, _ in self.params[e.process]:
             if name not in given:
                 raise self.fail(f"process `{e.process}` is missing argument `{name}`", e)
-        out = self.outputs.get(e.process)
-        return T.Handle(out if out is not None else T.ANY)
+        return T.Handle(self.output_of(e.process))
 
     def comprehension(self, e: A.Comprehension, env: Env) -> T.SType:
         inner = dict(env)

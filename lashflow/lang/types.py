@@ -121,8 +121,8 @@ class Handle:
 
     output: "SType"
 
-    def render(self) -> str:
-        return "dict"
+    def render(self) -> str:  # as the original shows it: the output, or anything
+        return join([self.output, ANY]).render()
 
 
 @dataclass(frozen=True, slots=True)

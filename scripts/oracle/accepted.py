@@ -249,11 +249,14 @@ def process_value_without_refs(ref: Outcome, new: Outcome, source: str) -> bool:
 
 
 _HANDLE_ID_TEXT = re.compile(r'("__handle__":"process","id":")[^"]*"')
+# a child run's id read as text (`h.id`): the original's `run/0`, lashflow's `run/<parent>:<key>`
+_CHILD_ID_TEXT = re.compile(r"\brun/(?:\d+\b|[0-9a-f]+(?::[0-9A-Za-z._-]+)+)")
 
 
 def _handle_ids_as_one(v: Any) -> Any:
     if isinstance(v, str):
-        return _HANDLE_ID_TEXT.sub(r'\1..."', v) if '"__handle__"' in v else v
+        v = _HANDLE_ID_TEXT.sub(r'\1..."', v) if '"__handle__"' in v else v
+        return _CHILD_ID_TEXT.sub("run/...", v) if "run/" in v else v
     if isinstance(v, list):
         return [_handle_ids_as_one(x) for x in v]
     if isinstance(v, dict):
@@ -268,7 +271,7 @@ def child_id_from_step_key(ref: Outcome, new: Outcome, source: str) -> bool:
     on every replay); the original's host counts its children."""
     from outcomes import differs  # noqa: PLC0415 - sibling module
 
-    if "__handle__" not in json.dumps(ref):
+    if "__handle__" not in json.dumps(ref) and "run/" not in json.dumps(ref):
         return False
     return differs(_handle_ids_as_one(_json_errors_as_one(ref)),
                    _handle_ids_as_one(_json_errors_as_one(new)), source) is None
