@@ -118,7 +118,7 @@ def probe(args: argparse.Namespace) -> int:
             print(case["source"].rstrip())
             print("  original:", json.dumps(trimmed(a), ensure_ascii=False)[:400])
             print("  lashflow:", json.dumps(trimmed(b), ensure_ascii=False)[:400])
-            print("  ->", outcomes.verdict(a, b, case["source"]) or "agree")
+            print("  ->", outcomes.verdict(a, b, case["source"], case.get("stubs") or {}, case.get("signals")) or "agree")
     finally:
         pair.close()
     return 0
@@ -181,7 +181,7 @@ def minimize(pair: Pair, case: dict[str, Any], sig: str, tries: int = 300) -> di
             return False
         tries -= 1
         a, b = pair.run({**case, "source": src})
-        what = outcomes.verdict(a, b, src)
+        what = outcomes.verdict(a, b, src, case.get("stubs") or {}, case.get("signals"))
         return what is not None and not what.startswith("accepted") and signature(a, b, what) == sig
 
     src = case["source"]
@@ -230,7 +230,7 @@ def campaign(args: argparse.Namespace) -> int:
             if b.get("outcome") == "skipped" or "harness_error" in (a.get("outcome"), b.get("outcome")):
                 stats["skipped"] += 1
                 continue
-            what = outcomes.verdict(a, b, case["source"])
+            what = outcomes.verdict(a, b, case["source"], case.get("stubs") or {}, case.get("signals"))
             if what is None:
                 continue
             if what.startswith("accepted: "):

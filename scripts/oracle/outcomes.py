@@ -90,6 +90,30 @@ def run_program(source: str, stubs: dict[str, Any] | None = None,
                 "traceback": traceback.format_exc(limit=8)}
 
 
+def run_saturated(source: str, stubs: dict[str, Any] | None = None,
+                  signals: dict[str, Any] | None = None) -> Outcome:
+    """The outcome on lashflow with 2^63 and 2^64 written as the original writes them (one
+    too low: docs/adr/0025 ``boundary-integers-one-too-low``), to tell whether a difference
+    follows from those digits alone, wherever they went (a slice of the text, a position a
+    search reports, a length)."""
+    from lashflow.interp import values
+
+    kept = values.number_text, values.json_number
+    low = {2.0**63: "9223372036854775807", 2.0**64: "18446744073709551615"}
+
+    def number_text(x: float) -> str:
+        return low.get(x) or kept[0](x)
+
+    def json_number(x: float) -> str:
+        return low.get(x) or kept[1](x)
+
+    values.number_text, values.json_number = number_text, json_number  # type: ignore[assignment]
+    try:
+        return run_program(source, stubs, signals)
+    finally:
+        values.number_text, values.json_number = kept  # type: ignore[assignment]
+
+
 def serve() -> int:
     """JSON request lines on stdin, one outcome line each on stdout."""
     sys.setrecursionlimit(20000)
@@ -220,15 +244,22 @@ def differs(ref: Outcome, new: Outcome, source: str) -> str | None:
     return "differs"
 
 
-def verdict(ref: Outcome, new: Outcome, source: str) -> str | None:
+def verdict(ref: Outcome, new: Outcome, source: str, stubs: dict[str, Any] | None = None,
+            signals: dict[str, Any] | None = None) -> str | None:
     """None when both agree; ``accepted: <class>`` for a difference docs/adr/0025 keeps;
-    otherwise the divergence."""
+    otherwise the divergence. With ``stubs`` (the program's tool answers), a difference no
+    rule explains is run again with the original's boundary integers (``run_saturated``):
+    if that agrees, the difference is theirs."""
     what = differs(ref, new, source)
     if what is None:
         return None
     from accepted import accepted_class  # noqa: PLC0415 - a sibling module of this script
 
     name = accepted_class(ref, new, source)
+    if name is None and stubs is not None and (
+            (again := verdict(ref, run_saturated(source, stubs, signals), source)) is None
+            or again.startswith("accepted: ")):
+        name = "boundary-integers-one-too-low"
     return f"accepted: {name}" if name else what
 
 
