@@ -53,7 +53,7 @@ class Children:
             meta["trace"] = telemetry.tracing.origin(process, child_id)
         await self.store.create_run(RunRecord(
             run_id=child_id, source_hash=source_hash, process=process, input=args,
-            input_hash=digest({"process": process, "input": args}), status="queued",
+            input_hash=digest({"process": process, "input": args}), status=RunStatus.QUEUED,
             parent_run_id=parent.run_id, created_at=now, updated_at=now, meta=meta))
 
     def spawn(self, child_id: str) -> None:
@@ -91,7 +91,7 @@ class Children:
         parent = await self.store.get_run(parent_id)
         if parent is None or self.driver.active(parent_id) is not None:
             return
-        if parent.status == "waiting" and any(w.get("kind") == "child" for w in parent.waiting):
+        if parent.status == RunStatus.WAITING and any(w.get("kind") == "child" for w in parent.waiting):
             self.driver.follow_up(self.driver.spawn(parent_id))
 
 

@@ -104,22 +104,22 @@ class Commands:
             await self.store.update_meta(run_id,
                                          lambda meta: meta.__setitem__("cancel_reason", reason))
         await self.store.request_cancel(run_id)
-        if run.status == "paused":  # the cancel must be settled by a drive: queue it
+        if run.status == RunStatus.PAUSED:  # the cancel must be settled by a drive: queue it
             await self.store.unpause_runs([run_id], self.clock.now())
-            run.status = "queued"
+            run.status = RunStatus.QUEUED
         active = self.driver.active(run_id)
         if active is not None:  # driven here right now: it stops at its next effect
             active.flags.cancel_reason = reason
             active.flags.request_cancel()
             return RunStatus.RUNNING
-        if run.status in ("waiting", "queued", "needs_attention"):
+        if run.status in (RunStatus.WAITING, RunStatus.QUEUED, RunStatus.NEEDS_ATTENTION):
             # settle it now; a drive about to start here reads the request when it claims
             self.tools.load_for_run(run)
             try:
                 return (await self.driver.join(run_id)).status
             except RunBusy:
                 pass
-        return RunStatus((await self.reads.require(run_id)).status)
+        return (await self.reads.require(run_id)).status
 
     async def _after_delivery(self, run_id: str, resume: bool,
                               relevant: Callable[[RunRecord], bool], *,
@@ -128,16 +128,16 @@ class Commands:
         once with ``background``) or leave it due for the workers. ``woken``: the
         delivery's own write already marked the run due (a completion does)."""
         run = await self.reads.require(run_id)
-        if run.status == "running":  # maybe parking on it elsewhere right now: Store.wake
+        if run.status == RunStatus.RUNNING:  # maybe parking on it elsewhere right now: Store.wake
             if not woken:
                 await self.store.wake(run_id, self.clock.now())
             return RunStatus.RUNNING
-        if run.status != "waiting" or not relevant(run):
-            return RunStatus(run.status)
+        if run.status != RunStatus.WAITING or not relevant(run):
+            return run.status
         if not resume or self.driver.active(run_id) is not None:
             if not woken:
                 await self.store.mark_due(run_id, self.clock.now())
-            return RunStatus(run.status)
+            return run.status
         self.tools.load_for_run(run)
         if background:  # a run another worker holds makes this drive end at its claim
             self.driver.spawn(run_id)
@@ -150,7 +150,7 @@ class Commands:
             pass
         if not woken:
             await self.store.mark_due(run_id, self.clock.now())
-        return RunStatus((await self.reads.require(run_id)).status)
+        return (await self.reads.require(run_id)).status
 
 
 __all__ = ["Commands", "Delivery", "same_answer"]

@@ -24,7 +24,7 @@ from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
 from ..interp.values import from_json, to_json
-from ..states import KEPT_PAUSED, SETTLED
+from ..states import KEPT_PAUSED, SETTLED, RunStatus
 from ..store import Claimed, Commit, RunChange, RunRecord, Store
 from ..telemetry import Telemetry
 from ..tools.clock import Clock
@@ -247,7 +247,7 @@ class Driver:
             known = await self.reads.require(run_id)  # raises UnknownRun if there is none
             if known.status in SETTLED:
                 return await self.reads.get(run_id)
-            if known.status == "paused":
+            if known.status == RunStatus.PAUSED:
                 raise RunPaused(paused_message(known))
             queue = known.meta.get("queue")
             if isinstance(queue, dict) and known.lease_owner is None:
@@ -362,9 +362,9 @@ class Driver:
                            drive.flags, self.limits)
         if drive.flags.cancel_requested:
             return await self._settle_cancelled(drive, host)
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             await self.store.commit(Commit(run.run_id, drive.generation, run=RunChange(
-                "running", waiting=[], updated_at=self.clock.now())))
+                RunStatus.RUNNING, waiting=[], updated_at=self.clock.now())))
         compiled = drive.compiled
         args = {k: from_json(v) for k, v in run.input.items()}
         if run.process is not None:
@@ -373,47 +373,47 @@ class Driver:
         try:
             result = await execute(compiled.program, host, process=run.process, args=args,
                                    limits=self.limits)
-            if result.status == "finished":
-                change = RunChange("finished", result=to_json(result.value))
+            if result.status == RunStatus.FINISHED:
+                change = RunChange(RunStatus.FINISHED, result=to_json(result.value))
             else:
-                change = RunChange("failed", error=_failed_json(result.error, compiled))
+                change = RunChange(RunStatus.FAILED, error=_failed_json(result.error, compiled))
         except fx.Parked as parked:
             waits = [w if isinstance(w, Wait) else Wait(**w) for w in parked.waits]
             # a timer or a completion deadline makes the run due again on its own
             due = [at for w in waits if (at := due_at(w)) is not None]
-            change = RunChange("waiting", waiting=[w.to_json() for w in waits],
+            change = RunChange(RunStatus.WAITING, waiting=[w.to_json() for w in waits],
                                wake_at=min(due) if due else None)
         except Drained:
-            change = RunChange("queued")
+            change = RunChange(RunStatus.QUEUED)
         except PausedOnExhausted as exc:  # who, when and why shown as any pause's
             info = {"by": "retry policy", "at": self.clock.now(), "reason": exc.message,
-                    "step": exc.step, "was": "running"}
+                    "step": exc.step, "was": RunStatus.RUNNING.value}
             await self.store.update_meta(run.run_id, lambda meta: meta.__setitem__("paused",
                                                                                    info))
             run.meta["paused"] = info
-            change = RunChange("paused", error={"code": exc.code, "message": exc.message})
+            change = RunChange(RunStatus.PAUSED, error={"code": exc.code, "message": exc.message})
         except RunCancelled:
             return await self._settle_cancelled(drive, host)
         except (ReplayMismatch, NeedsAttention) as exc:
-            change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message})
+            change = RunChange(RunStatus.NEEDS_ATTENTION, error={"code": exc.code, "message": exc.message})
         except FailTurn as exc:
-            change = RunChange("failed", error={"code": exc.code, "message": exc.message})
+            change = RunChange(RunStatus.FAILED, error={"code": exc.code, "message": exc.message})
         except LashRuntimeError as exc:
-            change = RunChange("failed", error=_runtime_error_json(exc, compiled))
+            change = RunChange(RunStatus.FAILED, error=_runtime_error_json(exc, compiled))
         except LimitExceeded as exc:
-            change = RunChange("failed", error={"code": "limit_exceeded", "message": exc.message})
+            change = RunChange(RunStatus.FAILED, error={"code": "limit_exceeded", "message": exc.message})
         except (Fenced, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug or an infrastructure fault, not the program's doing
             if isinstance(exc, DbError) and not isinstance(exc, JournalCorrupt):
                 raise  # the store is failing: writing the failure would fail too
             log.exception("run %s stopped on an internal error", run.run_id)
-            change = RunChange("needs_attention", error={
+            change = RunChange(RunStatus.NEEDS_ATTENTION, error={
                 "code": "internal_error",
                 "message": f"lashflow stopped this run on an internal error: "
                            f"{type(exc).__name__}: {exc}; the journal is intact, "
                            f"`lashflow resume {quote(run.run_id)}` retries"})
-        if drive.flags.cancel_requested and change.status in ("finished", "failed"):
+        if drive.flags.cancel_requested and change.status in (RunStatus.FINISHED, RunStatus.FAILED):
             # the cancel landed while an attempt was in flight: the call came back cancelled
             # and the program ended on it (e.g. through `?`); the run was cancelled.
             return await self._settle_cancelled(drive, host)
@@ -449,7 +449,7 @@ class Driver:
                               exc: JournalCorrupt) -> RunOutcome:
         """A journal row, the run's stored source or its input cannot be trusted: never
         replay from it; the run needs an operator."""
-        change = RunChange("needs_attention", error={"code": exc.code, "message": exc.message},
+        change = RunChange(RunStatus.NEEDS_ATTENTION, error={"code": exc.code, "message": exc.message},
                            release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(run.run_id, generation, run=change))
         run.status, run.error, run.waiting = change.status, change.error, []
@@ -465,14 +465,14 @@ class Driver:
             stored = await self.store.get_run(drive.run.run_id)
             reason = (stored or drive.run).meta.get("cancel_reason")
         message = "lashlang process was cancelled" + (f": {reason}" if reason else "")
-        change = RunChange("cancelled", error={"code": "cancelled", "message": message},
+        change = RunChange(RunStatus.CANCELLED, error={"code": "cancelled", "message": message},
                            release_lease=True, updated_at=self.clock.now())
         await self.store.commit(Commit(drive.run.run_id, drive.generation, steps, attempts,
                                        run=change, wake=drive.run.parent_run_id,
                                        wake_at=change.updated_at or 0.0))
         host.journal.notify_steps(steps)
-        drive.run.status, drive.run.error, drive.run.waiting = "cancelled", change.error, []
-        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": "cancelled",
+        drive.run.status, drive.run.error, drive.run.waiting = change.status, change.error, []
+        self.events.notify({"type": "run", "run_id": drive.run.run_id, "status": change.status,
                             "error": "cancelled"})
         if drive.run.parent_run_id:
             assert self.family is not None

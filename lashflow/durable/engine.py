@@ -306,7 +306,7 @@ class Engine:
         now = self.clock.now()
         run = RunRecord(
             run_id=run_id or f"run_{os.urandom(8).hex()}", source_hash=compiled.source_hash,
-            process=process_name, input=data, input_hash=input_hash, status="queued",
+            process=process_name, input=data, input_hash=input_hash, status=RunStatus.QUEUED,
             created_at=now, updated_at=now,
             meta={"file": source.path, "tool_modules": sorted(self.tools.loaded_modules)})
         if deployed is not None:
@@ -323,7 +323,7 @@ class Engine:
         if self.telemetry is not None and self.telemetry.tracing is not None:
             run.meta["trace"] = self.telemetry.tracing.origin(process_name, run.run_id)
         if claim:
-            run.status, run.generation = "running", 1
+            run.status, run.generation = RunStatus.RUNNING, 1
             run.lease_owner, run.lease_expires = self.owner, now + self.driver.lease_ttl
         cancelled: builtins.list[str] = []
         with self.store.writing():

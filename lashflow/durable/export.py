@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ..states import ATTEMPT_STATUS, RUN_STATUS, STEP_STATUS
 from ..store.base import AttemptRecord, RunRecord, StepRecord
 from .programs import source_digest
 
@@ -113,15 +114,16 @@ def _read_run(entry: Any, index: int) -> ExportedRun:
     try:
         run_id, source = entry["run_id"], entry["source"]
         run = RunRecord(run_id, source_digest(source), entry.get("process"), entry["input"],
-                        "", entry.get("status", "waiting"), parent_run_id=entry.get("parent_run_id"),
+                        "", RUN_STATUS[entry.get("status", "waiting")],
+                        parent_run_id=entry.get("parent_run_id"),
                         created_at=entry.get("created_at") or 0.0,
                         updated_at=entry.get("updated_at") or 0.0,
                         meta={"retries": entry.get("retries") or []})
         steps = [StepRecord(run_id, s["step_key"], s["kind"], s.get("tool"), s.get("args_hash"),
-                            s["status"], s.get("outcome"), dict(s.get("detail") or {}), s["seq"],
+                            STEP_STATUS[s["status"]], s.get("outcome"), dict(s.get("detail") or {}), s["seq"],
                             s.get("created_at") or 0.0, s.get("updated_at") or 0.0)
                  for s in entry["steps"]]
-        attempts = [AttemptRecord(run_id, a["step_key"], a["attempt"], a["status"], a.get("code"),
+        attempts = [AttemptRecord(run_id, a["step_key"], a["attempt"], ATTEMPT_STATUS[a["status"]], a.get("code"),
                                   a.get("message"), {}, a.get("started_at"), a.get("finished_at"))
                     for a in entry.get("attempts", [])]
     except (KeyError, TypeError, AttributeError) as exc:

@@ -18,6 +18,7 @@ from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits, too_deep
 from ..interp.values import from_json, to_json
+from ..states import StepStatus
 from ..store import RunRecord, StepRecord
 from .endings import (Drained, FailTurn, NeedsAttention, PausedOnExhausted, ReplayMismatch,
                       RunCancelled)
@@ -219,7 +220,8 @@ class DurableHost:
                                    effect.span)
         await self.children.cancel(child_id)
         await self.journal.commit([self.machine.new_step(
-            effect.step, "cancel", None, {"handle": child_id}, "done", None, self.clock.now())])
+            effect.step, "cancel", None, {"handle": child_id}, StepStatus.DONE, None,
+            self.clock.now())])
         return None
 
     # -- observations ----------------------------------------------------------------------
@@ -234,7 +236,7 @@ class DurableHost:
             self.prints.add(effect.text)
         if not self._fresh(effect.step, effect.kind):
             return None
-        record = self.machine.new_step(effect.step, effect.kind, None, None, "done",
+        record = self.machine.new_step(effect.step, effect.kind, None, None, StepStatus.DONE,
                                        {"value": to_json(effect.value), "text": effect.text},
                                        self.clock.now())
         if effect.kind != "print":
@@ -264,7 +266,8 @@ class DurableHost:
         if not found:
             raise fx.Parked([self.machine.signal_wait(effect)])
         await self.journal.commit([self.machine.new_step(
-            effect.step, "wait_signal", effect.name, None, "done", payload, self.clock.now())])
+            effect.step, "wait_signal", effect.name, None, StepStatus.DONE, payload,
+            self.clock.now())])
         return from_json(payload)
 
     async def _signal_run(self, effect: fx.SignalRunEffect) -> Any:
@@ -282,7 +285,7 @@ class DurableHost:
             raise LashRuntimeError("ValueError", f"signal_run failed: {exc.message}",
                                    effect.span) from None
         await self.journal.commit([self.machine.new_step(
-            effect.step, "signal_run", effect.name, {"run": target}, "done", None,
+            effect.step, "signal_run", effect.name, {"run": target}, StepStatus.DONE, None,
             self.clock.now())])
         return None
 

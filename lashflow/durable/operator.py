@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import RunBusy, RunConflict, UnknownStep, UsageError
-from ..states import SETTLED, STOPPED
+from ..states import SETTLED, STOPPED, AttemptStatus, RunStatus, StepStatus
 from ..store import (
     AttemptRecord, Commit, JournalEntry, Reopening, RunRecord, StepRecord, Store,
 )
@@ -28,7 +28,7 @@ from .replay import retired
 from .order import batch_of, display_order, succeeded
 from .reads import Reads
 
-RETRYABLE = STOPPED - {"finished"}
+RETRYABLE = STOPPED - {RunStatus.FINISHED}
 
 
 def restart_point(steps: list[StepRecord]) -> tuple[int, list[str]]:
@@ -140,7 +140,7 @@ class Operator:
                                   f"or key: {tools}")
             named[key] = value
         overrides = named
-        copied = [s for s in before if s.status == "done" or s.step_key in overrides]
+        copied = [s for s in before if s.status == StepStatus.DONE or s.step_key in overrides]
         if step_key in overrides:
             copied.append(shown[cut])
         now = self.clock.now()
@@ -161,10 +161,10 @@ class Operator:
                     outcome = ToolOutcome(OutcomeStatus.OK, overrides[step.step_key],
                                           finished_at=now).to_json()
                     new_steps.append(StepRecord(new_id, step.step_key, step.kind, step.tool,
-                                                step.args_hash, "done", outcome,
+                                                step.args_hash, StepStatus.DONE, outcome,
                                                 dict(detail, set_by_fork=True), step.seq, now,
                                                 now))
-                    new_attempts.append(AttemptRecord(new_id, step.step_key, 1, "ok",
+                    new_attempts.append(AttemptRecord(new_id, step.step_key, 1, AttemptStatus.OK,
                                                       message="set by fork", started_at=now,
                                                       finished_at=now))
                     continue

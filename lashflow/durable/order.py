@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..states import StepStatus
+from ..tools.outcome import OutcomeStatus
 from ..store import StepRecord
 
 
@@ -25,10 +27,10 @@ def member_index(step: StepRecord) -> int:
 
 def succeeded(step: StepRecord) -> bool:
     """Done, and (for a tool call) done with an ``ok`` outcome."""
-    if step.status != "done":
+    if step.status != StepStatus.DONE:
         return False
     return not (step.kind == "tool" and isinstance(step.outcome, dict)
-                and step.outcome.get("status") != "ok")
+                and step.outcome.get("status") != OutcomeStatus.OK)
 
 
 def display_order(steps: Sequence[StepRecord]) -> list[StepRecord]:

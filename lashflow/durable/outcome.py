@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..states import RunStatus
+from ..states import AttemptStatus, RunStatus, StepStatus
 
 
 @dataclass(slots=True)
@@ -99,7 +99,7 @@ class RunOutcome:
 @dataclass(slots=True)
 class AttemptView:
     attempt: int
-    status: str
+    status: AttemptStatus
     code: str | None
     message: str | None
     started_at: float | None
@@ -117,7 +117,7 @@ class StepView:
     step_key: str
     kind: str
     tool: str | None
-    status: str
+    status: StepStatus
     attempts: list[AttemptView]
     outcome: Any
     projected: str | None
@@ -130,12 +130,12 @@ class StepView:
     def state(self) -> str:
         """One word: the tool outcome when done, ``interrupted`` for an attempt a crash
         cut off, else the step status."""
-        if self.kind == "tool" and isinstance(self.outcome, dict) and self.status == "done":
-            return str(self.outcome.get("status", "done"))
-        if self.status == "started" and self.attempts and \
-                self.attempts[-1].status == "interrupted":
-            return "interrupted"
-        return self.status
+        if self.kind == "tool" and isinstance(self.outcome, dict) and self.status == StepStatus.DONE:
+            return str(self.outcome.get("status", StepStatus.DONE.value))
+        if self.status == StepStatus.STARTED and self.attempts and \
+                self.attempts[-1].status == AttemptStatus.INTERRUPTED:
+            return AttemptStatus.INTERRUPTED.value
+        return self.status.value
 
     def timing(self) -> tuple[float | None, float | None]:
         """(first start, last finish) over the step's attempts; None when unknown."""

@@ -50,7 +50,7 @@ class Pauses:
                     by: str | None = None) -> RunStatus:
         """Pause a queued, running or waiting run (a paused one is left as it is)."""
         run = await self.reads.require(run_id)
-        if run.status == "paused":
+        if run.status == RunStatus.PAUSED:
             return RunStatus.PAUSED
         if run.status in SETTLED:
             raise RunSettled(f"run {run_id} is {run.status}; there is nothing to pause")
@@ -70,7 +70,7 @@ class Pauses:
     async def unpause(self, run_id: str) -> RunStatus:
         """Put a paused run back in the queue (it replays to where it stood)."""
         run = await self.reads.require(run_id)
-        if run.status != "paused":
+        if run.status != RunStatus.PAUSED:
             raise UsageError(f"run {run_id} is {run.status}, not paused; nothing to unpause",
                              code="run_not_paused")
         if "step" in (run.meta.get("paused") or {}):  # its retry policy paused it

@@ -12,10 +12,11 @@ from typing import Any, Iterable
 from .. import store as st
 from ..errors import JournalCorrupt, UnknownRun, UsageError
 from ..json_kinds import storable_text
-from ..states import RUN_STATUSES, RunStatus
+from ..states import ACTIVE, RUN_STATUSES, AttemptStatus, RunStatus, StepStatus
 from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
+from ..tools.outcome import OutcomeStatus
 from .replay import check_journal
 from .order import display_order
 from .outcome import (
@@ -62,12 +63,12 @@ class Reads:
     def outcome_of(self, run: RunRecord, prints: list[str] | None = None) -> RunOutcome:
         return RunOutcome(
             run_id=run.run_id, status=RunStatus(run.status),
-            result=run.result if run.status == "finished" else None,
+            result=run.result if run.status == RunStatus.FINISHED else None,
             error=RunError.from_json(run.error),
             waiting=[Wait.from_json(w) for w in run.waiting]
-            if run.status in ("waiting", "paused") else [],
+            if run.status in (RunStatus.WAITING, RunStatus.PAUSED) else [],
             prints=list(prints or ()),
-            paused=run.meta.get("paused") if run.status == "paused" else None)
+            paused=run.meta.get("paused") if run.status == RunStatus.PAUSED else None)
 
     async def get(self, run_id: str) -> RunOutcome:
         run = await self.require(run_id)
@@ -126,27 +127,27 @@ class Reads:
             except JournalCorrupt as exc:
                 journal_error = RunError(exc.code, exc.message)
             else:
-                in_flight = run.status == "running" and not summary.owner_gone
+                in_flight = run.status == RunStatus.RUNNING and not summary.owner_gone
                 steps = self.views(detail.steps, detail.attempts, in_flight=in_flight)
                 prints = self._prints(run_id, detail.steps)
         taken: dict[str, int] = {}
         for step in detail.steps:
-            if step.kind == "wait_signal" and step.status == "done" and step.tool:
+            if step.kind == "wait_signal" and step.status == StepStatus.DONE and step.tool:
                 taken[step.tool] = taken.get(step.tool, 0) + 1
         pending = [{"name": name, "payload": payload} for name, ordinal, payload
                    in detail.signals if ordinal > taken.get(name, 0)]
         summary.waiting = await self.current_waits(run_id, summary.waiting)
         return RunDetail(
-            summary, run.input, run.result if run.status == "finished" else None, prints, steps,
+            summary, run.input, run.result if run.status == RunStatus.FINISHED else None, prints, steps,
             [self._summary(child, now) for child in detail.children], run.meta.get("file"),
             journal_error, pending, run.meta.get("forked_from"),
             list(run.meta.get("forks", [])), _started_by(run.meta))
 
     def _summary(self, row: RunRecord | st.RunSummary, now: float) -> RunSummary:
-        status = RunStatus(row.status)
+        status = row.status
         # gone: its lease ran out, or (on this machine) its process is provably dead, as
         # after a SIGKILL: recovery would take the run over at once, so say so at once
-        owner_gone = status.value in ("running", "queued") and row.lease_owner is not None \
+        owner_gone = status in ACTIVE and row.lease_owner is not None \
             and may_claim(row.lease_owner, row.lease_expires, None, now)
         note = row.meta.get("note") if isinstance(row, RunRecord) else row.note
         version = row.meta.get("version") if isinstance(row, RunRecord) else row.version
@@ -172,7 +173,8 @@ class Reads:
         ``interrupted``."""
         by_step: dict[str, builtins.list[AttemptView]] = {}
         for a in attempts:
-            status = a.status if in_flight or a.status != "started" else "interrupted"
+            status = (a.status if in_flight or a.status != AttemptStatus.STARTED
+                      else AttemptStatus.INTERRUPTED)
             by_step.setdefault(a.step_key, []).append(AttemptView(
                 a.attempt, status, a.code, a.message, a.started_at, a.finished_at,
                 a.detail.get("usage")))
@@ -187,7 +189,7 @@ class Reads:
         if outcome is None:
             return None
         if step.kind == "tool":
-            if outcome.get("status") == "ok":
+            if outcome.get("status") == OutcomeStatus.OK:
                 return self.tools.project(outcome.get("value"), tool=step.tool,
                                           run_id=step.run_id, step_key=step.step_key,
                                           tail=bool(step.detail.get("tail")))
@@ -199,7 +201,7 @@ class Reads:
 
     async def waiting(self) -> builtins.list[tuple[str, Wait]]:
         out: builtins.list[tuple[str, Wait]] = []
-        for run in await self.store.list_runs("waiting"):
+        for run in await self.store.list_runs(RunStatus.WAITING):
             waits = await self.current_waits(run.run_id, [Wait.from_json(w) for w in run.waiting])
             out.extend((run.run_id, wait) for wait in waits)
         return out

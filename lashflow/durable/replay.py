@@ -23,14 +23,14 @@ from ..errors import JournalCorrupt
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.timeparse import sleep_deadline
-from ..states import STEP_STATUSES
+from ..states import ATTEMPT_STATUS, STEP_STATUSES, AttemptStatus, StepStatus
 from ..store.base import AttemptRecord, StepRecord
-from ..tools.outcome import ToolOutcome
+from ..tools.outcome import OutcomeStatus, ToolOutcome
 from .canonical import canonical_json, diff_paths, digest, digest_text
 from .outcome import Wait
 
 MAX_DETAIL_ARGS = 4096  # arguments above this size are kept as a hash only
-_TOOL_OUTCOME_STATUSES = frozenset({"ok", "err", "failed", "exhausted", "cancelled", "pending"})
+_TOOL_OUTCOME_STATUSES = frozenset(OutcomeStatus)
 
 # What a decision asks of its caller.
 REPLAY = "replay"        # answer ``answer`` (nothing runs); ``writes`` if any first
@@ -67,7 +67,7 @@ def check_journal(run_id: str, steps: list[StepRecord]) -> None:
         if step.status not in STEP_STATUSES:
             raise JournalCorrupt.of(run_id, step.step_key, f"unknown status {step.status!r}")
         if step.kind == "tool" and (
-                (step.status != "started" and not isinstance(outcome, dict))
+                (step.status != StepStatus.STARTED and not isinstance(outcome, dict))
                 or (outcome is not None and (not isinstance(outcome, dict)
                                              or outcome.get("status") not in _TOOL_OUTCOME_STATUSES))):
             raise JournalCorrupt.of(run_id, step.step_key, "a tool step without a usable outcome")
@@ -94,8 +94,9 @@ def attempt_record(run_id: str, step: str, attempt: int, outcome: ToolOutcome | 
                    started: float | None) -> AttemptRecord:
     """The journal row of one attempt (``outcome`` None: it has only started)."""
     if outcome is None:
-        return AttemptRecord(run_id, step, attempt, "started", started_at=started)
-    status = "failed" if outcome.retry_after is not None else outcome.status.value
+        return AttemptRecord(run_id, step, attempt, AttemptStatus.STARTED, started_at=started)
+    status = (AttemptStatus.FAILED if outcome.retry_after is not None
+              else ATTEMPT_STATUS[outcome.status])
     detail: dict[str, Any] = {}
     if outcome.usage:
         detail["usage"] = dict(outcome.usage)
@@ -137,7 +138,7 @@ class ReplayMachine:
         return step_key in self.steps
 
     # -- records ---------------------------------------------------------------------------
-    def new_step(self, key: str, kind: str, tool: str | None, args: Any, status: str,
+    def new_step(self, key: str, kind: str, tool: str | None, args: Any, status: StepStatus,
                  outcome: Any, now: float, detail: dict[str, Any] | None = None, *,
                  args_text: str | None = None) -> StepRecord:
         """A step record at the next sequence number (the caller writes it)."""
@@ -157,7 +158,7 @@ class ReplayMachine:
         return record
 
     @staticmethod
-    def touch(record: StepRecord, status: str, outcome: Any, now: float) -> StepRecord:
+    def touch(record: StepRecord, status: StepStatus, outcome: Any, now: float) -> StepRecord:
         """An existing step's new status and outcome (the caller writes it)."""
         record.status, record.outcome, record.updated_at = status, outcome, now
         return record
@@ -232,9 +233,9 @@ class ReplayMachine:
             return Decision(MISMATCH, step, record=record, paths=[], message=(
                 f"replay mismatch at step {step}: the journal recorded a fan-out of "
                 f"{recorded} calls but the code now forms {call.width}"))
-        if record.status == "done":
+        if record.status == StepStatus.DONE:
             return tool_answer(step, ToolOutcome.from_json(record.outcome))
-        if record.status == "pending":
+        if record.status == StepStatus.PENDING:
             return Decision(PENDING, step, record=record)
         return self._interrupted(call, record, idempotent, retry_interrupted)
 
@@ -243,18 +244,18 @@ class ReplayMachine:
         """A step found ``started``: its last attempt was cut short by a crash."""
         rows = self.attempts.get(call.step, [])
         last = max((a.attempt for a in rows), default=0)
-        cut = [a for a in rows if a.status in ("started", "interrupted")]
-        if (any(a.status == "started" for a in cut) and not retry_interrupted
+        cut = [a for a in rows if a.status in (AttemptStatus.STARTED, AttemptStatus.INTERRUPTED)]
+        if (any(a.status == AttemptStatus.STARTED for a in cut) and not retry_interrupted
                 and not idempotent(call)):
             return Decision(ATTENTION, call.step, record=record, attempt=last, message=(
                 f"step {call.step} ({call.module}.{call.operation}) was interrupted during "
                 f"attempt {last}; the tool is not idempotent, so it is not run again on its own. "
                 f"Run `lashflow resume {quote(self.run_id)} --retry-interrupted` to retry it"))
         for row in cut:
-            row.status = "interrupted"  # the journal shows the attempt a crash cut short
+            row.status = AttemptStatus.INTERRUPTED  # the journal shows the attempt a crash cut short
         return Decision(RUN, call.step, attempt=last + 1, record=record, attempts=cut)
 
-    def tool_step(self, call: fx.ToolCall, status: str, outcome: Any, now: float,
+    def tool_step(self, call: fx.ToolCall, status: StepStatus, outcome: Any, now: float,
                   args_text: str | None = None) -> StepRecord:
         """The call's step record with its new status (new, or the one replay found)."""
         existing = self.steps.get(call.step)
@@ -269,8 +270,8 @@ class ReplayMachine:
         """A pending step's key was resolved: the step and the attempt to write, and the
         answer (or the run's failure)."""
         decision = tool_answer(step, final)
-        decision.writes = [self.touch(self.steps[step], "done", final.to_json(), now)]
-        decision.attempts = [AttemptRecord(self.run_id, step, final.attempts, final.status.value,
+        decision.writes = [self.touch(self.steps[step], StepStatus.DONE, final.to_json(), now)]
+        decision.attempts = [AttemptRecord(self.run_id, step, final.attempts, ATTEMPT_STATUS[final.status],
                                            final.code, final.message or None, {}, started,
                                            final.finished_at)]
         return decision
@@ -278,7 +279,7 @@ class ReplayMachine:
     def pending_tools(self) -> list[StepRecord]:
         """The tool steps still waiting on a completion key (a cancel closes them)."""
         return [record for record in self.steps.values() if record.kind == "tool"
-                and record.status == "pending" and isinstance(record.outcome, dict)]
+                and record.status == StepStatus.PENDING and isinstance(record.outcome, dict)]
 
     def completion_wait(self, step: str, key: str) -> Wait:
         record = self.steps[step]
@@ -302,7 +303,7 @@ class ReplayMachine:
         """The record of a child run this run has just created."""
         self.children.add(child_id)
         return self.new_step(effect.step, "start", effect.process,
-                             {"process": effect.process, "args": args}, "done",
+                             {"process": effect.process, "args": args}, StepStatus.DONE,
                              {"__handle__": "process", "id": child_id}, now)
 
     def await_one(self, one: fx.AwaitHandle, now: float) -> Decision:
@@ -310,17 +311,17 @@ class ReplayMachine:
         once, or join the child (``answer`` is its run id)."""
         record = self.steps.get(one.step)
         child_id = self.own_child(one.handle, "await", one.span)
-        if record is not None and record.status == "done":
+        if record is not None and record.status == StepStatus.DONE:
             wrong = self.mismatch(record, "await", None, {"handle": child_id})
             return wrong or Decision(REPLAY, one.step, record.outcome, record=record)
         if child_id is None:  # awaiting a plain value: the language's answer
             answer = {"ok": False, "error": "expected handle record"}
             return Decision(REPLAY, one.step, answer, writes=[self.new_step(
-                one.step, "await", None, {"handle": None}, "done", answer, now)])
+                one.step, "await", None, {"handle": None}, StepStatus.DONE, answer, now)])
         return Decision(RUN, one.step, child_id)
 
     def joined(self, one: fx.AwaitHandle, child_id: str, answer: Any, now: float) -> StepRecord:
-        return self.new_step(one.step, "await", None, {"handle": child_id}, "done", answer, now)
+        return self.new_step(one.step, "await", None, {"handle": child_id}, StepStatus.DONE, answer, now)
 
     def once(self, step: str, kind: str) -> Decision:
         """An effect run at most once whose answer is None (cancel, signal_run, print)."""
@@ -344,18 +345,18 @@ class ReplayMachine:
         writes: list[StepRecord] = []
         if record is None:
             wake_at = sleep_deadline(effect.mode, effect.value, now, effect.span)
-            record = self.new_step(effect.step, "sleep", None, None, "pending", None, now,
+            record = self.new_step(effect.step, "sleep", None, None, StepStatus.PENDING, None, now,
                                    {"wake_at": wake_at, "mode": effect.mode})
             writes.append(record)
         elif (other := self.other_kind(record, "sleep")) is not None:
             return other
-        if record.status == "done":
+        if record.status == StepStatus.DONE:
             return Decision(REPLAY, effect.step, record=record)
         wake_at = record.detail["wake_at"]
         if now >= wake_at:
             if not writes:
                 writes.append(record)
-            self.touch(record, "done", None, now)
+            self.touch(record, StepStatus.DONE, None, now)
             return Decision(REPLAY, effect.step, record=record, writes=writes)
         return Decision(PARK, effect.step, record=record, writes=writes, waits=[
             Wait(kind="sleep", step=effect.step, until=wake_at,
@@ -367,7 +368,7 @@ class ReplayMachine:
         if record is None:
             return Decision(RUN, effect.step)
         wrong = self.other_kind(record, "wait_signal")
-        if wrong is not None or record.status != "done":
+        if wrong is not None or record.status != StepStatus.DONE:
             return wrong or Decision(RUN, effect.step)
         return Decision(REPLAY, effect.step, record.outcome, record=record)
 

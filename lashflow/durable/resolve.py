@@ -16,11 +16,12 @@ from typing import Any
 from ..errors import RunBusy, UsageError
 from ..interp.schema import first_failure
 from ..json_kinds import check_json_text
-from ..states import STOPPED
+from ..states import STOPPED, AttemptStatus, RunStatus, StepStatus
 from ..store import AttemptRecord, Commit, Reopening, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools import ToolOutcome, ToolResult
 from ..tools.completion import Resolution
+from ..tools.outcome import OutcomeStatus
 from ..tools.clock import Clock
 from .operator import _find_step
 from .order import display_order
@@ -29,7 +30,7 @@ from .reads import Reads
 from .replay import retired
 from .tool_runner import ToolRunner
 
-RESOLVABLE_RUNS = (STOPPED - {"finished"}) | {"waiting"}
+RESOLVABLE_RUNS = (STOPPED - {RunStatus.FINISHED}) | {RunStatus.WAITING}
 MISSING: Any = object()
 
 
@@ -74,7 +75,7 @@ class Resolver:
         action = {"by": by or operator_name(), "at": now, "action": "resolve_step"}
         if reason:
             action["reason"] = reason
-        if run.status == "waiting":  # its key is spent first: a late answer loses to this one
+        if run.status == RunStatus.WAITING:  # its key is spent first: a late answer loses to this one
             answer = ToolResult.err(error) if error is not None else ToolResult.ok(result)
             _, verdict = await self.store.completion_settle(
                 run_id, record.step_key, Resolution.from_result(answer, at=now).to_json(),
@@ -90,12 +91,12 @@ class Resolver:
         if kept:
             await self.store.commit(Commit(run_id, None, attempts=kept))
         done = StepRecord(run_id, record.step_key, record.kind, record.tool, record.args_hash,
-                          "done", outcome.to_json(), dict(record.detail, resolved=action),
+                          StepStatus.DONE, outcome.to_json(), dict(record.detail, resolved=action),
                           record.seq, record.created_at, now)
         said = f"resolved by hand by {action['by']}" + (f": {reason}" if reason else "")
         attempt = AttemptRecord(run_id, record.step_key,
                                 max((a.attempt for a in mine), default=0) + 1,
-                                "err" if error is not None else "ok",
+                                AttemptStatus.ERR if error is not None else AttemptStatus.OK,
                                 "resolved_by_operator" if error is None else "tool_error",
                                 said if error is None else f"{error} ({said})",
                                 {"operator": action}, now, now)
@@ -104,17 +105,17 @@ class Resolver:
         return done
 
     @staticmethod
-    def _check_step(status: str, record: StepRecord) -> None:
+    def _check_step(status: RunStatus, record: StepRecord) -> None:
         where = f"step {record.step_key} ({record.tool or record.kind})"
         if record.kind != "tool":
             raise UsageError(f"{where} is no tool call: only a tool step's outcome can be "
                              "recorded by hand", code="step_not_resolvable")
-        failed = record.status == "done" and not (isinstance(record.outcome, dict)
-                                                  and record.outcome.get("status") == "ok")
-        if record.status not in ("started", "pending") and not failed:
+        failed = record.status == StepStatus.DONE and not (isinstance(record.outcome, dict)
+                                                  and record.outcome.get("status") == OutcomeStatus.OK)
+        if record.status not in (StepStatus.STARTED, StepStatus.PENDING) and not failed:
             raise UsageError(f"{where} succeeded; only an interrupted, failed or pending "
                              "step can be resolved by hand", code="step_not_resolvable")
-        if status == "waiting" and record.status != "pending":
+        if status == RunStatus.WAITING and record.status != StepStatus.PENDING:
             raise UsageError(f"{where} is not what the run waits on; a waiting run's "
                              "pending step can be resolved", code="step_not_resolvable")
 
@@ -136,7 +137,7 @@ class Resolver:
         def note(meta: dict[str, Any]) -> None:
             meta.setdefault("operator_actions", []).append(dict(action, step=record.step_key))
 
-        if status == "waiting":  # parked: due now, its replay takes the recorded outcome
+        if status == RunStatus.WAITING:  # parked: due now, its replay takes the recorded outcome
             await self.store.update_meta(run_id, note)
             await self.store.mark_due(run_id, now)
             return

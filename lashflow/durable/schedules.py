@@ -29,7 +29,7 @@ from ..errors import DbError, LashflowError, ScheduleExists, ScheduleInvalid, Un
 from ..schedules import ScheduleSpec, decide, plan, tick_id
 from ..schedules.spec import check_name, parse_duration, parse_moment, zone_of
 from ..schedules.ticks import fire_at, next_ticks, tick_after, ticks_from
-from ..states import SETTLED
+from ..states import SETTLED, RunStatus
 from ..store import RunRecord, RunSummary, ScheduleRow, Store
 from ..tools.clock import Clock
 
@@ -220,7 +220,7 @@ class Scheduler:
         state = _state(row)
         due = plan(row.name, spec, state.get("next_tick"), now)
         last = state.get("last_run")
-        busy = last is not None and statuses.get(last, "finished") not in SETTLED
+        busy = last is not None and statuses.get(last, RunStatus.FINISHED) not in SETTLED
         decision = decide(spec.overlap, busy, state["buffer"], due.fire)
         runs = [self._run_for(row, tick, now) for tick in decision.start]
         following, fired = due.next_tick, [fire_at(row.name, spec, tick)
@@ -272,7 +272,7 @@ class Scheduler:
         return RunRecord(
             run_id=run_id or tick_id(row.name, tick), source_hash=target["source_hash"],
             process=target["process"], input=target["input"], input_hash=target["input_hash"],
-            status="queued", created_at=now, updated_at=now, wake_at=not_before,
+            status=RunStatus.QUEUED, created_at=now, updated_at=now, wake_at=not_before,
             meta={"file": target.get("file"), "tool_modules": target.get("tool_modules", []),
                   "schedule": row.name, "tick": tick,
                   **({"queue": target["queue"]} if target.get("queue") else {})})
@@ -391,7 +391,7 @@ class Scheduler:
         def edit(row: ScheduleRow, now: float) -> tuple[ScheduleRow, list[RunRecord]]:
             state = _state(row)
             last = state.get("last_run")
-            busy = last is not None and statuses.get(last, "finished") not in SETTLED
+            busy = last is not None and statuses.get(last, RunStatus.FINISHED) not in SETTLED
             decision = decide(spec.overlap, busy, state["buffer"], ticks)
             runs = [self._run_for(row, tick, now) for tick in decision.start]
             state.update(buffer=decision.buffered, fired=state["fired"] + len(runs),

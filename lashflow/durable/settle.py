@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ..errors import RunBusy
-from ..states import STOPPED
+from ..states import STOPPED, RunStatus
 from ..store import RunRecord
 from ..store.leases import may_claim
 from ..tools.clock import Clock
@@ -56,9 +56,9 @@ async def settle(engine: Drives, outcome: RunOutcome, max_wait: float,
         if engine.events:
             engine.events.notify({"type": "phase", "run_id": run_id, "phase": name, **details})
 
-    while outcome.status.value in ("waiting", "running"):
+    while outcome.status in (RunStatus.WAITING, RunStatus.RUNNING):
         now = engine.clock.now()
-        if outcome.status.value == "waiting":
+        if outcome.status == RunStatus.WAITING:
             family = await _family(engine, outcome)
             due = await _due_members(engine, family)
             if due:
@@ -92,11 +92,11 @@ async def settle(engine: Drives, outcome: RunOutcome, max_wait: float,
         changed = seen is not None and record.updated_at != seen
         seen = record.updated_at
         now = engine.clock.now()
-        if record.status == "running" and not _claimable(engine, record, now):
+        if record.status == RunStatus.RUNNING and not _claimable(engine, record, now):
             outcome = await engine.get(run_id)
             continue
         due_now = record.wake_at is not None and record.wake_at <= now
-        if due_now or changed or record.status == "queued" or \
+        if due_now or changed or record.status == RunStatus.QUEUED or \
                 time.monotonic() - last_drive >= FOLLOW_RESUME:
             phase("driving")
             outcome = await _resume(engine, run_id)
@@ -156,14 +156,14 @@ async def _due_members(engine: Drives, family: list[RunOutcome]) -> list[str]:
     now = engine.clock.now()
     due = []
     for member in reversed(family):
-        if member.status.value not in ("waiting", "running", "queued"):
+        if member.status not in (RunStatus.WAITING, RunStatus.RUNNING, RunStatus.QUEUED):
             continue
         record = await engine.get_record(member.run_id)
-        if record.status == "queued":
+        if record.status == RunStatus.QUEUED:
             due.append(record.run_id)
-        elif record.status == "waiting" and record.wake_at is not None and record.wake_at <= now:
+        elif record.status == RunStatus.WAITING and record.wake_at is not None and record.wake_at <= now:
             due.append(record.run_id)
-        elif record.status == "running" and member is not family[0] and \
+        elif record.status == RunStatus.RUNNING and member is not family[0] and \
                 _claimable(engine, record, now):
             due.append(record.run_id)
     return due

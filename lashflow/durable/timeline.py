@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..states import RunStatus, StepStatus
+from ..tools.outcome import OutcomeStatus
+
 PREVIEW_WIDTH = 72
 
 
@@ -84,7 +87,7 @@ def step_preview_value(step: Any) -> Any:
     """What a step produced, for the preview: tool values, failure messages, payloads."""
     outcome = step.outcome
     if step.kind == "tool" and isinstance(outcome, dict):
-        if outcome.get("status") == "ok":
+        if outcome.get("status") == OutcomeStatus.OK:
             return outcome.get("value")
         return outcome.get("message") or outcome.get("value") or outcome.get("status")
     if step.projected is not None:
@@ -138,7 +141,7 @@ def journal_rows(detail: Any) -> list[tuple[str, ...]]:
         duration = None if started is None or finished is None else finished - started
         attempts = "" if not step.attempts else str(len(step.attempts))
         state = step.state
-        if state == "pending" and run.status.value == "cancelled":
+        if state == StepStatus.PENDING and run.status == RunStatus.CANCELLED:
             state = "cancelled"  # a sleep, signal or child wait the cancel ended
         rows.append((str(i), step.step_key, step.kind, step_target(step), state,
                      attempts, seconds(duration) if duration is not None else "", at,

@@ -19,6 +19,7 @@ from ..errors import LashflowError
 from ..interp.effects import ToolCall as ToolCallEffect
 from ..lang.catalog import Catalog
 from ..lang.names import resource_type_name
+from ..states import RunStatus, StepStatus
 from ..store import AttemptRecord, StepRecord, Store
 from ..store.events import announced
 from ..telemetry import Telemetry
@@ -73,7 +74,7 @@ class StoreCompletionStorage:
 
     async def run_accepts_completions(self, run_id: str) -> bool:
         run = await self.store.get_run(run_id)
-        return run is not None and run.status != "cancelled" and not run.cancel_requested
+        return run is not None and run.status != RunStatus.CANCELLED and not run.cancel_requested
 
     async def get(self, run_id: str, step_key: str) -> CompletionRecord | None:
         row = await self.store.completion_get(run_id, step_key)
@@ -187,7 +188,7 @@ class RunAttemptJournal:
         return attempt_record(self.journal.run_id, step_key, attempt, outcome,
                               self.starts.get((step_key, attempt), at))
 
-    def step(self, step_key: str, status: str, outcome: Any) -> StepRecord:
+    def step(self, step_key: str, status: StepStatus, outcome: Any) -> StepRecord:
         """The call's step record with its new status (new, or the one replay found)."""
         call, text = self.calls[step_key]
         record = self.machine.tool_step(call, status, outcome, self.journal.clock.now(), text)
@@ -199,7 +200,7 @@ class RunAttemptJournal:
         self.starts[(step_key, attempt)] = at
         if durable:
             self.durable_starts.add((step_key, attempt))
-            await self.journal.commit([self.step(step_key, "started", None)],
+            await self.journal.commit([self.step(step_key, StepStatus.STARTED, None)],
                                    [self._attempt(step_key, attempt, None, at)])
         else:  # nothing written: a call still running after a while is announced
             self._announcing[(step_key, attempt)] = self.announcer.add(
@@ -209,7 +210,7 @@ class RunAttemptJournal:
         call, _ = self.calls[step_key]
         known = self.machine.steps.get(step_key)  # its row number, if it has a row
         step = StepRecord(self.journal.run_id, step_key, "tool",
-                          f"{call.module}.{call.operation}", status="started",
+                          f"{call.module}.{call.operation}", status=StepStatus.STARTED,
                           seq=known.seq if known is not None else 0, created_at=at,
                           updated_at=at)
         event = announced(step, self._attempt(step_key, attempt, None, at))
@@ -242,12 +243,12 @@ class RunAttemptJournal:
                                 and not record.detail)
             if self.eager and outcome.status is not OutcomeStatus.PENDING:
                 self.committed.add(step_key)
-                await self._commit_ended(self.step(step_key, "done", outcome.to_json()), record)
+                await self._commit_ended(self.step(step_key, StepStatus.DONE, outcome.to_json()), record)
                 return
             self.final[step_key] = record
             return
-        status = "pending" if outcome.status is OutcomeStatus.PENDING else "started"
-        payload = outcome.to_json() if status == "pending" else None
+        status = StepStatus.PENDING if outcome.status is OutcomeStatus.PENDING else StepStatus.STARTED
+        payload = outcome.to_json() if status is StepStatus.PENDING else None
         await self.journal.commit([self.step(step_key, status, payload)], [record])
 
     async def _commit_ended(self, step: StepRecord, record: AttemptRecord) -> None:
@@ -485,7 +486,7 @@ class ToolRunner:
             if outcome.status is OutcomeStatus.EXHAUSTED:
                 journal.exhausted[result.step_key] = outcome.message or str(outcome.code)
             if result.step_key not in attempts_journal.committed:
-                steps.append(attempts_journal.step(result.step_key, "done", outcome.to_json()))
+                steps.append(attempts_journal.step(result.step_key, StepStatus.DONE, outcome.to_json()))
                 final = attempts_journal.final.get(result.step_key)
                 if final is not None:
                     attempts.append(final)

@@ -30,6 +30,7 @@ from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
 from ..interp.schema import first_failure
 from ..interp.values import from_json, to_json
+from ..states import RunStatus, StepStatus
 from ..store.base import AttemptRecord, RunRecord, StepRecord
 from .programs import Compiled
 from .replay import FAIL, MISMATCH, REPLAY, Decision, ReplayMachine, check_journal
@@ -63,9 +64,9 @@ class Verdict:
     recorded: dict[str, Any] | None = None  # what the journal holds at ``step``
     recorded_at: str | None = None  # "line:col" of ``step`` in the run's own source
     # How the program ended when it ran to its end on recorded answers alone (a settled
-    # run replayed against its own code): ("finished" | "failed", the value as JSON).
+    # run replayed against its own code): (finished or failed, the value as JSON).
     # Not part of the printed verdict: a check that replay gives the stored result reads it.
-    ended: tuple[str, Any] | None = None
+    ended: tuple[RunStatus, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items()
@@ -155,7 +156,7 @@ class VerifyHost:
     def ended(self, effect: fx.Finish | fx.Fail) -> _Decided:
         decided = self.stand("", effect.span, "ends after the recorded steps")
         if decided.verdict.verdict == COMPATIBLE:
-            decided.verdict.ended = ("finished" if type(effect) is fx.Finish else "failed",
+            decided.verdict.ended = (RunStatus.FINISHED if type(effect) is fx.Finish else RunStatus.FAILED,
                                      to_json(effect.value))
         return decided
 
@@ -187,7 +188,7 @@ class VerifyHost:
         if stop is not None:
             step = stop.step
             what = (f"waits for step {step} ({stop.module}.{stop.operation}) as the run does"
-                    if step in machine.steps and machine.steps[step].status == "pending"
+                    if step in machine.steps and machine.steps[step].status == StepStatus.PENDING
                     else f"takes over at step {step} ({stop.module}.{stop.operation})")
             raise self.stand(step, stop.span, what)
         return answers

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingTools, RunBusy, UnknownRun
+from ..states import RunStatus
 from ..store import Claimed, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
@@ -135,7 +136,7 @@ class Worker:
                 return
             run = await self.reads.require(run_id)
             now = self.clock.now()
-            if run.status == "waiting" and (run.wake_at is None or run.wake_at > now):
+            if run.status == RunStatus.WAITING and (run.wake_at is None or run.wake_at > now):
                 return  # parked since it was listed (by the worker that held it): not due
             if not may_claim(run.lease_owner, run.lease_expires, self.driver.owner, now,
                              is_dead=self.store.owner_gone):

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
+from ..states import RunStatus
+
 Value = Any  # a Lashlang runtime value (see lashflow.interp.values)
 
 
@@ -151,7 +153,7 @@ class Parked(Exception):
 class RunResult:
     """How an interpreter run ended (before the host maps it to a run status)."""
 
-    status: str  # "finished" | "failed"
+    status: RunStatus  # finished or failed
     value: Value = None
     error: Any = None
     prints: list[str] = field(default_factory=list)

@@ -18,6 +18,7 @@ from lashflow.interp.instructions import (
 )
 from lashflow.interp.limits import ACTIVE, Limits, too_many_effects
 from lashflow.interp.values import UNSET, failure_text, from_json
+from lashflow.states import RunStatus
 
 def normalize_wrapper(answer: Any) -> dict[str, Any]:
     """A host's answer to a call/await as a result wrapper value."""
@@ -154,11 +155,11 @@ async def execute(program: Program, host: fx.Host, process: str | None = None,
     while True:
         if type(effect) is fx.Finish:
             await host.perform(effect)
-            return fx.RunResult("finished", effect.value, prints=prints)
+            return fx.RunResult(RunStatus.FINISHED, effect.value, prints=prints)
         if type(effect) is fx.Fail:
             await host.perform(effect)
             error = ProcessFailed(failure_text(effect.value), effect.value, effect.span)
-            return fx.RunResult("failed", None, error, prints=prints)
+            return fx.RunResult(RunStatus.FAILED, None, error, prints=prints)
         if type(effect) is fx.Observe and effect.kind == "print":
             prints.append(effect.text)
         try:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
 from ..json_text import stored
+from ..states import AttemptStatus, RunStatus, StepStatus
 from .leases import owner_is_dead
 
 SCHEMA_VERSION = 10
@@ -44,7 +45,7 @@ class RunRecord:
     process: str | None
     input: dict[str, Any]
     input_hash: str
-    status: str = "queued"
+    status: RunStatus = RunStatus.QUEUED
     result: Any = None
     error: dict[str, Any] | None = None
     waiting: list[dict[str, Any]] = field(default_factory=list)
@@ -92,7 +93,7 @@ class StepRecord:
     kind: str
     tool: str | None = None
     args_hash: str | None = None
-    status: str = "done"
+    status: StepStatus = StepStatus.DONE
     outcome: Any = None
     detail: dict[str, Any] = field(default_factory=dict)
     seq: int = 0
@@ -105,7 +106,7 @@ class AttemptRecord:
     run_id: str
     step_key: str
     attempt: int
-    status: str  # started | ok | err | failed | cancelled | pending | interrupted
+    status: AttemptStatus
     code: str | None = None
     message: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
@@ -121,7 +122,7 @@ class AttemptRecord:
 class RunChange:
     """A run-row update written in the same transaction as the run's journal writes."""
 
-    status: str
+    status: RunStatus
     result: Any = None
     error: dict[str, Any] | None = None
     waiting: list[dict[str, Any]] = field(default_factory=list)
@@ -195,7 +196,7 @@ class RunSummary:
 
     run_id: str
     process: str | None
-    status: str
+    status: RunStatus
     parent_run_id: str | None
     created_at: float
     updated_at: float

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..errors import LashflowError
-from ..states import STEP_STATUSES
+from ..states import SETTLED, STEP_STATUSES, AttemptStatus, RunStatus, StepStatus
 from .base import AttemptRecord, RunRecord, StepRecord, Store
 
 __all__ = ["Problem", "check_run", "check_store"]
 
 FINAL_TOOL_STATUSES = frozenset({"ok", "err", "failed", "exhausted", "cancelled"})
-RETRIED_ATTEMPT_STATUSES = frozenset({"failed", "interrupted"})
+RETRIED_ATTEMPT_STATUSES = frozenset({AttemptStatus.FAILED, AttemptStatus.INTERRUPTED})
 CLOCK_SLACK = 1.0  # seconds: steps and runs are stamped by the same clock, different calls
 
 
@@ -63,7 +63,7 @@ def _attempt_problems(run_id: str, step: StepRecord,
             yield Problem(run_id, step.step_key, "final_attempt",
                           f"attempt {row.attempt} is {row.status} but attempt "
                           f"{ordered[-1].attempt} followed it")
-    if step.status != "done" or not isinstance(step.outcome, dict):
+    if step.status != StepStatus.DONE or not isinstance(step.outcome, dict):
         return
     last = ordered[-1] if ordered else None
     status = step.outcome.get("status")
@@ -98,15 +98,15 @@ def check_run(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRec
                                     f"unknown step status {step.status!r}"))
         if step.kind == "tool":
             outcome = step.outcome
-            if step.status == "done" and (not isinstance(outcome, dict)
+            if step.status == StepStatus.DONE and (not isinstance(outcome, dict)
                                           or outcome.get("status") not in FINAL_TOOL_STATUSES):
                 problems.append(Problem(run_id, step.step_key, "no_outcome",
                                         f"a done tool step has no final outcome: {outcome!r:.80}"))
             problems.extend(_attempt_problems(run_id, step, by_step.get(step.step_key, [])))
-        if run.status in ("finished", "failed") and step.status != "done":
+        if run.status in (RunStatus.FINISHED, RunStatus.FAILED) and step.status != StepStatus.DONE:
             problems.append(Problem(run_id, step.step_key, "unsettled_step",
                                     f"the run is {run.status} but this step is {step.status}"))
-        if (check_times and run.status in ("finished", "failed", "cancelled")
+        if (check_times and run.status in SETTLED
                 and step.updated_at > run.updated_at + CLOCK_SLACK):
             problems.append(Problem(run_id, step.step_key, "after_end",
                                     f"written at {step.updated_at:.3f}, after the run settled "

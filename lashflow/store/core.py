@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeVar
 
 from ..errors import DbError
+from ..states import RunStatus
 from . import programs
 from .base import (
     SCHEMA_VERSION, SETTING_PREFIX, AttemptRecord, Claimed, Commit, JournalPage, Reopening, RunDetail, RunPage, RunQuery, RunRecord, StepRecord, Store,
@@ -250,7 +251,7 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
         return await self._read(programs.orphaned_runs, float(now))
 
     async def mark_due(self, run_id: str, at: float) -> None:
-        await self._write(one, "wake", run_id, float(at), ("waiting",), atomic=False)
+        await self._write(one, "wake", run_id, float(at), (RunStatus.WAITING,), atomic=False)
 
     async def wake(self, run_id: str, at: float) -> None:
         """``mark_due``, and on a running run too: the wake time it leaves survives the

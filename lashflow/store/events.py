@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import UsageError
+from ..states import TEXT, RunStatus, StepStatus
 from .base import AttemptRecord, Commit, RunChange, RunRecord, StepRecord
 from .rows import dumps, loads
 
@@ -69,7 +70,8 @@ def waits_of(waiting: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def _attempt(attempt: AttemptRecord) -> dict[str, Any]:
-    data: dict[str, Any] = {"attempt": attempt.attempt, "status": attempt.status}
+    # statuses go in as plain text (``TEXT``): the fast encoder writes plain str only
+    data: dict[str, Any] = {"attempt": attempt.attempt, "status": TEXT[attempt.status]}
     for name in ("code", "message", "started_at", "finished_at"):
         value = getattr(attempt, name)
         if value is not None:
@@ -86,17 +88,17 @@ def _step(step: StepRecord, attempts: list[AttemptRecord]) -> tuple[str, dict[st
             _small(data, "value", step.outcome.get("value"))
         return step.kind, data
     data = {"step": step.step_key, "index": step.seq, "step_kind": step.kind,
-            "status": step.status}
+            "status": TEXT[step.status]}
     if step.tool:
         data["tool"] = step.tool
     outcome = step.outcome
-    if step.status == "done" and isinstance(outcome, dict) and step.kind == "tool":
+    if step.status == StepStatus.DONE and isinstance(outcome, dict) and step.kind == "tool":
         data["outcome"] = outcome.get("status")
         error = outcome.get("error")
         if isinstance(error, dict):
             data["error"] = {k: error[k] for k in ("code", "message") if k in error}
         _small(data, "value", outcome.get("value"))
-    elif step.status == "done":
+    elif step.status == StepStatus.DONE:
         _small(data, "value", outcome)
     if attempts:
         data["attempts"] = [_attempt(a) for a in attempts]
@@ -104,10 +106,10 @@ def _step(step: StepRecord, attempts: list[AttemptRecord]) -> tuple[str, dict[st
 
 
 def _run(change: RunChange) -> dict[str, Any]:
-    data: dict[str, Any] = {"status": change.status}
+    data: dict[str, Any] = {"status": TEXT[change.status]}
     if change.error:
         data["error"] = {k: v for k, v in change.error.items() if k in ("code", "message")}
-    if change.status == "finished":
+    if change.status == RunStatus.FINISHED:
         _small(data, "result", change.result)
     if change.waiting:
         data["waiting"] = waits_of(change.waiting)
@@ -158,10 +160,10 @@ def announced(step: StepRecord, attempt: AttemptRecord) -> EventRow:
     return kind, dumps(data), attempt.started_at or step.updated_at
 
 
-def status_event(status: str, at: float, **data: Any) -> EventRow:
+def status_event(status: RunStatus, at: float, **data: Any) -> EventRow:
     """A status change made outside a journal commit (created, re-opened)."""
-    return ("run", dumps({"status": status, **{k: v for k, v in data.items()
-                                               if v is not None}}), at)
+    return ("run", dumps({"status": TEXT[status], **{k: v for k, v in data.items()
+                                                       if v is not None}}), at)
 
 
 def created(run: RunRecord) -> EventRow:

@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from ..errors import DbError, NoDatabase
-from ..states import KEPT_PAUSED
+from ..states import ACTIVE, KEPT_PAUSED, RunStatus
 from . import events
 from .base import UNCHECKED_ROWS, AttemptRecord, Claimed, Commit, RunQuery, RunRecord
 from .core import CoreStore, Job
@@ -528,7 +528,7 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             "FROM unnest($1::text[], $2::text[], $3::text[]) AS u(run_id, status, meta) "
             "WHERE r.run_id = u.run_id", [c[0] for c in changes], [c[1] for c in changes],
             [c[2] for c in changes], now)
-        if any(status == "queued" for _, status, _ in changes):
+        if any(status == RunStatus.QUEUED for _, status, _ in changes):
             await conn.execute("SELECT pg_notify($1, '')", self.channel)  # claimable now
 
     async def unsettled_leases(self, conn: asyncpg.Connection, now: float) -> list[Any]:
@@ -1002,7 +1002,7 @@ class PostgresBackend:
                     "FROM (SELECT $2::text AS status, $6::float8 AS wake_at) u "
                     "WHERE run_id = $1", runs)
                 # claimable now, or perhaps due (a spurious wake-up costs one look)
-                if any((release and status in ("queued", "running")) or status == "waiting"
+                if any((release and status in ACTIVE) or status == RunStatus.WAITING
                        for _, status, _, _, _, _, release, _ in runs):
                     await conn.execute("SELECT pg_notify($1, '')", self.channel)
             for index, change in enumerate(changes):

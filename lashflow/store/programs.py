@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Collection, Generator, Iterable, Mapping, Sequence, TypeVar
 
 from ..errors import DbError, Fenced, JournalCorrupt
-from ..states import PAUSABLE, SETTLED
+from ..states import PAUSABLE, SETTLED, RunStatus
 from . import events
 from .base import (
     CHECKSUMS_REQUIRED_FROM, SCHEMA_VERSION, AttemptRecord, Claimed, JournalEntry, JournalPage,
@@ -46,9 +46,9 @@ def run_on(program: Program[T], statements: Any, conn: Any) -> T:
 
 # Runs a delivery may wake: waiting ones become due, a running one keeps the wake time
 # through its park (it may be parking on what was just delivered).
-WAKEABLE = ("waiting", "running")
-REOPENABLE = ("failed", "cancelled", "needs_attention", "paused")
-UNCLAIMABLE = SETTLED | {"paused"}
+WAKEABLE = (RunStatus.WAITING, RunStatus.RUNNING)
+REOPENABLE = (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.NEEDS_ATTENTION, RunStatus.PAUSED)
+UNCLAIMABLE = SETTLED | {RunStatus.PAUSED}
 COMPLETION_FIELDS = ("run_id", "step_key", "waiting", "deadline_at", "on_timeout", "on_cancel",
                      "module", "tool", "resolution")
 COMPLETION_COLUMNS = ", ".join(COMPLETION_FIELDS)
@@ -293,7 +293,7 @@ def reopen_runs(reopenings: list[Reopening], now: float) -> Program[list[str]]:
     forget = [(r.run_id, key) for r in chosen for key in r.forget]
     if forget:
         yield "forget_completions", (forget,)
-    yield "append_events", ([(run_id, *events.status_event("queued", now, reopened=True))
+    yield "append_events", ([(run_id, *events.status_event(RunStatus.QUEUED, now, reopened=True))
                              for run_id, _ in changed],)
     return [run_id for run_id, _ in changed]
 
@@ -311,9 +311,9 @@ def pause_runs(run_ids: list[str], now: float, info: dict[str, Any]) -> Program[
         if status in PAUSABLE:
             meta = loads(meta_text) or {}
             meta["paused"] = dict(info, was=status)
-            changed.append((run_id, "paused", dumps(meta)))
+            changed.append((run_id, RunStatus.PAUSED, dumps(meta)))
             said.append((run_id, *events.status_event(
-                "paused", now, by=info.get("by"), reason=info.get("reason"), was=status)))
+                RunStatus.PAUSED, now, by=info.get("by"), reason=info.get("reason"), was=status)))
     if changed:
         yield "set_status_meta", (changed, now)
         yield "append_events", (said,)
@@ -327,16 +327,16 @@ def unpause_runs(run_ids: list[str], now: float) -> Program[list[str]]:
     program the exhausted error)."""
     changed = []
     for run_id, status, meta_text in (yield "runs_for_update", (run_ids,)):
-        if status != "paused":
+        if status != RunStatus.PAUSED:
             continue
         meta = loads(meta_text) or {}
         if "step" in (meta.get("paused") or {}):
             continue
         meta.pop("paused", None)
-        changed.append((run_id, "queued", dumps(meta)))
+        changed.append((run_id, RunStatus.QUEUED, dumps(meta)))
     if changed:
         yield "set_status_meta", (changed, now)
-        yield "append_events", ([(run_id, *events.status_event("queued", now, unpaused=True))
+        yield "append_events", ([(run_id, *events.status_event(RunStatus.QUEUED, now, unpaused=True))
                                  for run_id, _, _ in changed],)
     return [run_id for run_id, _, _ in changed]
 
@@ -352,7 +352,7 @@ def cancel_runs(run_ids: list[str], now: float, reason: str | None) -> Program[l
             meta = loads(meta_text) or {}
             if reason:
                 meta["cancel_reason"] = reason
-            changed.append((run_id, "running" if status == "running" else "queued",
+            changed.append((run_id, RunStatus.RUNNING if status == RunStatus.RUNNING else RunStatus.QUEUED,
                             dumps(meta)))
     if changed:
         yield "request_cancels", (changed, now)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..errors import JournalCorrupt, UsageError
 from ..json_text import ascii_compact
 from .base import RunPage, RunQuery, RunSummary, StoreStats
-from .rows import loads
+from .rows import loads, run_status
 
 # A run's delivered signals, per name in delivery order (a run detail shows those its
 # process has not taken yet).
@@ -129,7 +129,7 @@ def summary_from_row(row: Any) -> RunSummary:
         raise JournalCorrupt(f"run {row[0]}: its row in the runs table is corrupt ({exc}); "
                              "restore the database from a backup", run_id=row[0]) from None
     return RunSummary(
-        run_id=row[0], process=row[1], status=row[2], parent_run_id=row[3],
+        run_id=row[0], process=row[1], status=run_status(row[0], row[2]), parent_run_id=row[3],
         created_at=row[4], updated_at=row[5], waiting=waiting, error=error, wake_at=row[8], cancel_requested=bool(row[9]),
         lease_owner=row[10], lease_expires=row[11], note=meta.get("note"),
         version=meta.get("version"), paused=meta.get("paused"))

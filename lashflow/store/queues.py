@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Collection
 
-from ..states import SETTLED
+from ..states import SETTLED, RunStatus
 from .base import Claimed, QueueRow, QueueStats, QueueTake, RunRecord
 from .leases import may_claim
 from .programs import Program, enqueued, one
@@ -91,7 +91,7 @@ def gate(run_id: str, owner: str, now: float, expires: float, generation: int,
         return None
     status, queue, key = lease[3], lease[4], lease[5]
     row = yield "lock_queue", (queue,)
-    starting = status == "queued" and generation == 0
+    starting = status == RunStatus.QUEUED and generation == 0
     config = None if row is None else queue_from_row(row)  # None: the queue was deleted
     buckets: list[tuple[str, float]] = []
     if config is not None:

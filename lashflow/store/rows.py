@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from ..errors import InputInvalid, JournalCorrupt
 from ..json_text import read_stored, stored
+from ..states import ATTEMPT_STATUS, RUN_STATUS, STEP_STATUS, TEXT, AttemptStatus, RunStatus, StepStatus
 from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
 
 # The columns a journal read selects, in this order, joined with the step's blob:
@@ -86,9 +87,9 @@ class EncodedStep:
 def encode_step(step: StepRecord, first: AttemptRecord | None = None) -> EncodedStep:
     """Row values for ``step``; ``first`` is an attempt to fold into the row."""
     outcome = dumps(step.outcome)
-    folded = ([first.status, first.code, first.message, first.started_at, first.finished_at]
+    folded = ([TEXT[first.status], first.code, first.message, first.started_at, first.finished_at]
               if first is not None else None)
-    state = _state_crc(step.step_key, step.status)
+    state = _state_crc(step.step_key, TEXT[step.status])
     if len(outcome) <= BLOB_THRESHOLD:
         return EncodedStep(outcome, None, None, _detail(step.detail, outcome, folded, state))
     if isinstance(step.outcome, dict) and "value" in step.outcome:
@@ -129,7 +130,7 @@ def folded_attempts(change: Commit) -> dict[str, AttemptRecord]:
     if not marked:
         return marked
     return {s.step_key: marked[s.step_key] for s in change.steps
-            if s.status == "done" and s.step_key in marked}
+            if s.status == StepStatus.DONE and s.step_key in marked}
 
 
 def step_from_row(run_id: str, row: Sequence[Any], *,
@@ -167,10 +168,21 @@ def step_from_row(run_id: str, row: Sequence[Any], *,
     if folded is not None:
         if not (isinstance(folded, list) and len(folded) == 5):
             raise JournalCorrupt.of(run_id, step_key, "its folded attempt is malformed")
-        attempt = AttemptRecord(run_id, step_key, 1, folded[0], folded[1], folded[2], {},
-                                folded[3], folded[4], with_step=True)
-    return (StepRecord(run_id, step_key, row[1], row[2], row[3], row[4], outcome, detail,
+        attempt = AttemptRecord(run_id, step_key, 1, _attempt_status(run_id, step_key, folded[0]),
+                                folded[1], folded[2], {}, folded[3], folded[4], with_step=True)
+    status = STEP_STATUS.get(row[4])
+    if status is None:
+        raise JournalCorrupt.of(run_id, step_key, f"its status {row[4]!r} is not a step status")
+    return (StepRecord(run_id, step_key, row[1], row[2], row[3], status, outcome, detail,
                        row[8], row[9], row[10]), attempt)
+
+
+def _attempt_status(run_id: str, step_key: str, text: Any) -> AttemptStatus:
+    status = ATTEMPT_STATUS.get(text) if isinstance(text, str) else None
+    if status is None:
+        raise JournalCorrupt.of(run_id, step_key, f"an attempt's status {text!r} is not an "
+                                "attempt status")
+    return status
 
 
 def _with_value(run_id: str, step_key: str, rest: str, value: Any) -> dict[str, Any]:
@@ -184,8 +196,8 @@ def _with_value(run_id: str, step_key: str, rest: str, value: Any) -> dict[str, 
 def attempt_from_row(run_id: str, row: Sequence[Any]) -> AttemptRecord:
     """Decode (step_key, attempt, status, code, message, detail, started_at, finished_at)."""
     detail = _checked_json(run_id, row[0], "attempt detail", row[5])
-    return AttemptRecord(run_id, row[0], row[1], row[2], row[3], row[4], detail or {},
-                         row[6], row[7])
+    return AttemptRecord(run_id, row[0], row[1], _attempt_status(run_id, row[0], row[2]), row[3],
+                         row[4], detail or {}, row[6], row[7])
 
 
 def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
@@ -218,10 +230,19 @@ def journal_from_rows(run_id: str, step_rows: Sequence[Sequence[Any]],
 def run_values(run: RunRecord) -> tuple[Any, ...]:
     """The run as the values of ``RUN_COLUMNS``, JSON fields encoded."""
     return (run.run_id, run.parent_run_id, run.process, run.source_hash, dumps(run.input),
-            run.input_hash, run.status, dumps(run.result), dumps(run.error),
+            run.input_hash, TEXT[run.status], dumps(run.result), dumps(run.error),
             dumps(run.waiting), float(run.created_at), float(run.updated_at), run.lease_owner,
             float(run.lease_expires), run.generation, bool(run.cancel_requested),
             None if run.wake_at is None else float(run.wake_at), dumps(run.meta))
+
+
+def run_status(run_id: str, text: Any) -> RunStatus:
+    """A run row's status column as its member; any other text is an edit (one line)."""
+    status = RUN_STATUS.get(text)
+    if status is None:
+        raise JournalCorrupt(f"run {run_id}: its status {text!r} in the runs table is not a "
+                             "run status; restore the database from a backup", run_id=run_id)
+    return status
 
 
 QUEUE_RUN_COLUMNS = "queue, queue_key, priority"  # after RUN_COLUMNS when a run is inserted
@@ -244,9 +265,10 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
     except ValueError as exc:
         raise JournalCorrupt(f"run {row[0]}: its row in the runs table is corrupt ({exc}); "
                              "restore the database from a backup", run_id=row[0]) from None
+    status = run_status(row[0], row[6])
     return RunRecord(
         run_id=row[0], parent_run_id=row[1], process=row[2], source_hash=row[3],
-        input=fields[0], input_hash=row[5], status=row[6], result=fields[1],
+        input=fields[0], input_hash=row[5], status=status, result=fields[1],
         error=fields[2], waiting=fields[3] or [], created_at=row[10], updated_at=row[11],
         lease_owner=row[12], lease_expires=row[13], generation=row[14],
         cancel_requested=bool(row[15]), wake_at=row[16], meta=fields[4] or {})
@@ -254,4 +276,4 @@ def run_from_row(row: Sequence[Any]) -> RunRecord:
 
 __all__ = ["NO_KEY", "QUEUE_RUN_COLUMNS", "RUN_COLUMNS", "STEP_READ_COLUMNS", "EncodedStep", "attempt_from_row", "dumps",
            "encode_step", "folded_attempts", "journal_from_rows", "loads", "run_from_row",
-           "run_queue", "step_from_row"]
+           "run_queue", "run_status", "step_from_row"]
