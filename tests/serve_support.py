@@ -103,3 +103,23 @@ def launch_browser(playwright: Any) -> Any:
         if not os.environ.get("LASHFLOW_REQUIRE_BROWSER"):
             pytest.skip(reason)  # only where CI's LASHFLOW_REQUIRE_BROWSER is unset
         pytest.fail(reason)
+
+
+
+@contextlib.contextmanager
+def console_page(url: str, height: int = 900) -> Iterator[Any]:
+    """A page of a headless Chromium signed in to the console served at ``url``, on the
+    runs page where the sign-in lands; the browser is closed after."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as playwright:
+        browser = launch_browser(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": height})
+            page.goto(url + "/login")
+            page.fill("#token", TOKEN)
+            page.click("#sign-in")
+            page.wait_for_url("**/runs")
+            yield page
+        finally:
+            browser.close()

@@ -35,6 +35,7 @@ from .jobs import Jobs, job_json
 from .models import BulkBody, CancelBody, CompletionBody, RunPauseBody, SignalBody, StartRun
 from .openapi import openapi_document
 from .queues import QueueRoutes
+from .ratelimits import RateLimitRoutes
 from .schedules import ScheduleRoutes
 from .sse import feed_stream, run_stream
 from .throttle import Throttle
@@ -94,6 +95,7 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         ("/metrics", api.metrics, ["GET"]),
         *ScheduleRoutes(engine, api.body, api._process_file).routes(),
         *QueueRoutes(engine, api.body).routes(),
+        *RateLimitRoutes(engine, api.body).routes(),
     ]
     routes: list[Any] = [
         Route("/v1/completions/{key}", _guarded(api.complete), methods=["POST"]),

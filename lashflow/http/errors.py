@@ -17,6 +17,7 @@ STATUS_BY_CODE = {
     "schedule_exists": 409,
     "unknown_queue": 404,
     "queue_exists": 409,
+    "unknown_rate_limit": 404,
     "not_found": 404,
     "method_not_allowed": 405,
     "completion_already_resolved": 409,
@@ -49,4 +50,13 @@ class HttpError(Exception):
         self.code, self.message, self.headers, self.path = code, message, headers, path
 
 
-__all__ = ["HttpError", "STATUS_BY_CODE", "error_response"]
+def path_name(request: Any, code: str, what: str) -> str:
+    """The ``{name}`` of a resource's route (a queue, schedule, rate limit); no name has
+    a NUL, so one with it is refused as unknown (``code``) before reaching the store."""
+    name = request.path_params["name"]
+    if "\x00" in name:
+        raise HttpError(code, f"no {what} has a NUL in its name")
+    return str(name)
+
+
+__all__ = ["HttpError", "STATUS_BY_CODE", "error_response", "path_name"]

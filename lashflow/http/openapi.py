@@ -10,16 +10,16 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .. import __version__
-from . import models, queues, schedules
+from . import models, queues, ratelimits, schedules
 
 _BODIES = (models.CompletionBody, models.StartRun, models.SignalBody, models.CancelBody,
            models.RunPauseBody, models.BulkBody, models.ErrorBody, *schedules.BODIES,
-           *queues.BODIES)
+           *queues.BODIES, *ratelimits.BODIES)
 _ANSWERS = (models.CompletionAnswer, models.CompletionInfo, models.RunPage,
             models.RunStatusAnswer, models.RunAnswer, models.StepsAnswer,
             models.StepOutputAnswer, models.SignalAnswer, models.CancelAnswer,
             models.WaitingAnswer, models.HealthAnswer, models.JobAnswer, models.RunEventData,
-            *schedules.ANSWERS, *queues.ANSWERS)
+            *schedules.ANSWERS, *queues.ANSWERS, *ratelimits.ANSWERS)
 _METRICS = {"text/plain": {"schema": {"type": "string", "description": "Prometheus text "
                                       "exposition format 0.0.4"}}}
 
@@ -123,6 +123,7 @@ def openapi_document() -> dict[str, Any]:
             "/healthz": {"get": _op("The server is up", "HealthAnswer", token=False)},
             **schedules.openapi_paths(_op),
             **queues.openapi_paths(_op),
+            **ratelimits.openapi_paths(_op),
         },
         "components": {
             "schemas": schemas,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .errors import HttpError
+from .errors import path_name
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -131,10 +131,7 @@ class QueueRoutes:
 
 
 def _name(request: Request) -> str:
-    name = request.path_params["name"]
-    if "\x00" in name:
-        raise HttpError("unknown_queue", "no queue has a NUL in its name")
-    return str(name)
+    return path_name(request, "unknown_queue", "queue")
 
 
 def openapi_paths(op: Callable[..., dict[str, Any]]) -> dict[str, Any]:

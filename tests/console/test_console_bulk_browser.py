@@ -11,8 +11,7 @@ from typing import Iterator
 
 import httpx
 import pytest
-from playwright import sync_api
-from serve_support import TOKEN, Server, launch_browser, serving
+from serve_support import TOKEN, Server, console_page, serving
 
 pytestmark = pytest.mark.subprocess
 
@@ -44,13 +43,7 @@ def test_pause_every_waiting_run_from_the_runs_page(served: Server) -> None:
                                     "nap-3": "waiting", "quick-1": "finished"}:
             assert time.monotonic() < deadline, _statuses(client)
             time.sleep(0.05)
-        with sync_api.sync_playwright() as playwright:
-            browser = launch_browser(playwright)
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.goto(served.url + "/login")
-            page.fill("#token", TOKEN)
-            page.click("#sign-in")
-            page.wait_for_url("**/runs")
+        with console_page(served.url) as page:
             page.goto(served.url + "/runs?status=waiting")
             assert page.input_value("#bulk-where") == "status=waiting"
             page.select_option("#bulk-action", "pause")
@@ -71,7 +64,6 @@ def test_pause_every_waiting_run_from_the_runs_page(served: Server) -> None:
             assert "paused by console (" in shown and "vendor outage" in shown
             page.click("#unpause")
             page.wait_for_url("**/runs/nap-2")
-            browser.close()
         deadline = time.monotonic() + 60
         while _statuses(client)["nap-2"] != "waiting":  # unpaused, driven, parked again
             assert time.monotonic() < deadline, _statuses(client)

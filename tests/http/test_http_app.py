@@ -296,10 +296,11 @@ async def test_every_answer_has_a_schema_and_matches_it(served: Any) -> None:
     ]
     assert streams == {"/v1/runs/{run_id}/events", "/v1/events"}
     # the schedules routes are checked in tests/schedules/test_schedules_http.py, the
-    # queues routes in tests/http/test_http_queues.py
+    # queues and rate-limit routes in tests/http/test_http_queues.py and
+    # tests/http/test_http_ratelimits.py
     assert {(method, path) for method, path, _, _ in calls} == {
-        answer for answer in answers if not answer[1].startswith(("/v1/schedules",
-                                                                  "/v1/queues"))}
+        answer for answer in answers if not answer[1].startswith(
+            ("/v1/schedules", "/v1/queues", "/v1/ratelimits"))}
     for method, path, url, body in calls:
         answer = await client.request(method, url, headers=AUTH, json=body)
         assert answer.status_code in (200, 202), (url, answer.text)

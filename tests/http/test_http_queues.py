@@ -10,16 +10,11 @@ from typing import Any, AsyncIterator
 
 import httpx
 import pytest
-from pydantic import TypeAdapter
+from api_support import AUTH, T0, answer_each_route, api_client
 
 from lashflow import Engine
-from lashflow.http import ServeConfig, create_app
 from lashflow.http import queues as models
 from lashflow.testing import FakeClock
-
-TOKEN = "s3cret-token-0123456789"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-T0 = 1_800_000_000.0
 
 
 @pytest.fixture
@@ -28,18 +23,13 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Engine, httpx.AsyncClien
     processes.mkdir()
     (processes / "job.lash").write_text("process job(n: int) {\n  finish n\n}\n")
     clock = FakeClock(T0)
-    async with Engine(db=f"sqlite:///{tmp_path / 'http.db'}", clock=clock) as engine:
-        app = create_app(engine, ServeConfig(TOKEN, processes, drive=False))
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://lashflow") as client:
-            yield engine, client, clock
+    async with Engine(db=f"sqlite:///{tmp_path / 'http.db'}", clock=clock) as engine, \
+            api_client(engine, processes, drive=False) as client:
+        yield engine, client, clock
 
 
 async def test_every_queue_route_answers_its_model(served: Any) -> None:
     engine, client, _ = served
-    doc = (await client.get("/openapi.json", headers=AUTH)).json()
-    answers = {(method.upper(), path): operation for path, operations in doc["paths"].items()
-               for method, operation in operations.items() if path.startswith("/v1/queues")}
     calls = [
         ("POST", "/v1/queues", "/v1/queues", {"name": "orders", "concurrency_per_key": 2,
                                                "rate": "20/s", "fair": True,
@@ -51,16 +41,7 @@ async def test_every_queue_route_answers_its_model(served: Any) -> None:
         ("POST", "/v1/queues/{name}/resume", "/v1/queues/orders/resume", None),
         ("DELETE", "/v1/queues/{name}", "/v1/queues/orders", None),
     ]
-    assert {(method, path) for method, path, _, _ in calls} == set(answers)
-    seen = {}
-    for method, path, url, body in calls:
-        answer = await client.request(method, url, headers=AUTH, json=body)
-        [(status, success)] = [(s, r) for s, r in answers[method, path]["responses"].items()
-                               if s.startswith("2")]
-        assert answer.status_code == int(status), (url, answer.text)
-        name = success["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
-        TypeAdapter(getattr(models, name)).validate_python(answer.json())
-        seen[method, path] = answer.json()
+    seen = await answer_each_route(client, "/v1/queues", calls, models)
     made = seen["POST", "/v1/queues"]
     assert (made["concurrency_per_key"], made["rate"], made["weights"]) == (2, "20/s",
                                                                           {"gold": 3.0})

@@ -4,18 +4,16 @@ headless Chromium against a real ``lashflow serve``, whose worker fires the sche
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
-from playwright import sync_api
-from serve_support import TOKEN, Server, launch_browser, serving
+from api_support import console_client, csrf_of
+from serve_support import TOKEN, Server, console_page, serving
 
 from lashflow import Engine
-from lashflow.http import ServeConfig, create_app
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -23,22 +21,11 @@ SHOTS = ROOT / "test-artifacts" / "console"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert found, html
-    return found.group(1)
-
-
 async def test_the_schedules_page_pauses_resumes_and_triggers(tmp_path: Path) -> None:
     async with Engine(db=f"sqlite:///{tmp_path / 'c.db'}") as engine:
         await engine.schedules.create("nightly", str(HERE / "hold.lash"), input={"n": 1},
                                       cron="30 2 * * *", tz="Europe/Berlin")
-        app = create_app(engine, ServeConfig(TOKEN))
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://console") as client:
-            assert (await client.get("/schedules")).headers["location"] == "/login"
-            login = await client.get("/login")
-            await client.post("/login", data={"token": TOKEN, "csrf": csrf_of(login.text)})
+        async with console_client(engine) as client:
             page = await client.get("/schedules")
             assert page.status_code == 200 and "cron 30 2 * * * (Europe/Berlin)" in page.text
             refused = await client.post("/schedules/nightly/pause", data={"note": "x"})
@@ -78,13 +65,7 @@ def test_serve_fires_a_schedule_and_the_console_steers_it(served: Server) -> Non
             assert time.monotonic() < deadline, "serve's worker never fired the schedule"
             time.sleep(0.05)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        browser = launch_browser(playwright)
-        page = browser.new_page(viewport={"width": 1200, "height": 700})
-        page.goto(served.url + "/login")
-        page.fill("#token", TOKEN)
-        page.click("#sign-in")
-        page.wait_for_url("**/runs")
+    with console_page(served.url, 700) as page:
         page.click("nav a[href='/schedules']")
         row = page.locator("tr[data-schedule='every-second']")
         assert "every 1s" in row.inner_text()
@@ -101,5 +82,4 @@ def test_serve_fires_a_schedule_and_the_console_steers_it(served: Server) -> Non
         page.locator("tr[data-schedule='every-second'] button.resume").click()
         page.wait_for_url("**/schedules?done=*")
         assert "paused" not in page.locator("tr[data-schedule='every-second']").inner_text()
-        browser.close()
     assert served.stop() == 0

@@ -10,17 +10,13 @@ from typing import Any, AsyncIterator
 
 import httpx
 import pytest
-from pydantic import TypeAdapter
+from api_support import AUTH, T0, answer_each_route, api_client
 
 from lashflow import Engine
-from lashflow.http import ServeConfig, create_app
 from lashflow.http import schedules as models
 from lashflow.testing import FakeClock
 
 HERE = Path(__file__).resolve().parent
-TOKEN = "s3cret-token-0123456789"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-T0 = 1_800_000_000.0
 
 
 @pytest.fixture
@@ -30,18 +26,12 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[Engine, httpx.AsyncClien
     shutil.copy(HERE / "hold.lash", processes)
     clock = FakeClock(T0)
     async with Engine(db=f"sqlite:///{tmp_path / 'http.db'}", clock=clock,
-                      telemetry=True) as engine:
-        app = create_app(engine, ServeConfig(TOKEN, processes))
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://lashflow") as client:
-            yield engine, client, clock
+                      telemetry=True) as engine, api_client(engine, processes) as client:
+        yield engine, client, clock
 
 
 async def test_every_schedule_route_answers_its_model(served: Any) -> None:
     engine, client, clock = served
-    doc = (await client.get("/openapi.json", headers=AUTH)).json()
-    answers = {(method.upper(), path): operation for path, operations in doc["paths"].items()
-               for method, operation in operations.items() if path.startswith("/v1/schedules")}
     create = {"name": "nightly", "file": "hold.lash", "input": {"n": 4}, "cron": "30 2 * * *",
               "tz": "Europe/Berlin", "overlap": "allow"}
     calls = [
@@ -56,16 +46,7 @@ async def test_every_schedule_route_answers_its_model(served: Any) -> None:
          {"from": "2027-01-01T00:00:00Z", "to": "2027-01-01T05:00:00Z"}),
         ("DELETE", "/v1/schedules/{name}", "/v1/schedules/nightly", None),
     ]
-    assert {(method, path) for method, path, _, _ in calls} == set(answers)
-    seen = {}
-    for method, path, url, body in calls:
-        answer = await client.request(method, url, headers=AUTH, json=body)
-        [(status, success)] = [(s, r) for s, r in answers[method, path]["responses"].items()
-                               if s.startswith("2")]
-        assert answer.status_code == int(status), (url, answer.text)
-        name = success["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
-        TypeAdapter(getattr(models, name)).validate_python(answer.json())
-        seen[method, path] = answer.json()
+    seen = await answer_each_route(client, "/v1/schedules", calls, models)
     made = seen["POST", "/v1/schedules"]
     assert made["describe"] == "cron 30 2 * * * (Europe/Berlin)"
     assert made["next_fires"][0] == "2027-01-16T02:30:00+01:00"

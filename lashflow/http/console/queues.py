@@ -1,6 +1,8 @@
 """The console's queues page: every queue with its limits, runs waiting and running, the
 oldest waiting run and its rate state, and the forms that pause and resume one
-(CSRF-checked like every console form)."""
+(CSRF-checked like every console form); below them every rate limit of tools (named
+ones and tools' own rates) with its calls and until when it holds calls back, and the
+global concurrency slots each tool holds now."""
 
 from __future__ import annotations
 
@@ -31,7 +33,9 @@ class QueuePages:
         from ...durable.queues import format_rate
 
         infos = await self.queues.list()
+        limits = self.console.engine.rate_limits
         return self.console.render(request, "queues.html", queues=infos, rate=format_rate,
+                                   limits=await limits.list(), slots=await limits.slots(),
                                    done=request.query_params.get("done", ""))
 
     async def pause(self, request: Request, form: Any) -> Response:
