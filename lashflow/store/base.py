@@ -19,7 +19,7 @@ from ..json_text import stored
 from ..states import AttemptStatus, RunStatus, StepStatus
 from .leases import owner_is_dead
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # Every journal row written from schema version 4 on carries its checksum; a database
 # migrated from before it is marked (meta key ``UNCHECKED_ROWS``) and may hold rows
 # without one, which are checked for JSON only. Anywhere else a missing checksum is an edit.

@@ -43,6 +43,8 @@ from .postgres_queues import QueueStatements
 from .postgres_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
 from .postgres_ratelimits import RateLimitStatements
 from .postgres_schedules import MIGRATION as SCHEDULES_MIGRATION
+from .postgres_take import MIGRATION_11 as TAKE_MIGRATION
+from .postgres_take import TakeStatements
 from .postgres_schedules import ScheduleStatements
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced
 from .rows import QUEUE_RUN_COLUMNS, run_queue
@@ -131,6 +133,7 @@ _MIGRATIONS: dict[int, list[str]] = {
     # Version 9: a queued run's fairness tag and the index of a queue's start order (ADR 0037).
     9: QUEUE_ORDER_MIGRATION,
     10: RATE_LIMITS_MIGRATION,  # tools' rate limits and global concurrency (ADR 0036)
+    11: TAKE_MIGRATION,  # a worker's queued turn in one statement (ADR 0043)
 }
 
 # The events of a group's changes that passed their fence, each the run's next offset:
@@ -288,7 +291,7 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows)] if rows else [[] for _ in range(width)]
 
 
-class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
+class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements, TakeStatements):
     """PostgreSQL's answer to each statement the store's programs name
     (``programs.STATEMENTS``). Every method takes the connection first. Hot paths are one
     statement each; ``channel`` is the schema's NOTIFY channel, known once open."""

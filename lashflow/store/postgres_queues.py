@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from .queues import DEPTHS, FIRST, FRONT, FRONT_AFTER, OPEN_QUEUES, QUEUE_COLUMNS, queue_sql
+from .queues import DEPTHS, QUEUE_COLUMNS, queue_sql
 from .rows import RUN_COLUMNS
 
 _C = 'COLLATE "C"'
@@ -146,9 +146,6 @@ WITH k AS (
     RETURNING k.finish - 1.0 / k.weight AS tag)
 UPDATE lashflow_runs SET fair_tag = k.tag FROM k WHERE run_id = $1"""
 
-_FIRST = queue_sql(FIRST, "lashflow_")
-_OPEN_QUEUES = queue_sql(OPEN_QUEUES, "lashflow_")
-_FRONT_AFTER = queue_sql(FRONT, "lashflow_", FRONT_AFTER)
 _DEPTHS = queue_sql(DEPTHS, "lashflow_")
 
 
@@ -159,16 +156,6 @@ class QueueStatements:
         return await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM lashflow_gate_claim("
                                    "$1, $2, $3, $4, $5, $6, $7)", run_id, owner, now, expires,
                                    generation, holder, dead)
-
-    async def gate_claims(self, conn: asyncpg.Connection, run_ids: list[str],
-                          generations: list[int], owner: str, now: float,
-                          expires: float) -> list[Any]:
-        """``lashflow_gate_claim`` for each new run, in list order, in one statement."""
-        return list(await conn.fetch(
-            f"SELECT {', '.join('g.' + c.strip() for c in RUN_COLUMNS.split(','))} "
-            "FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(run_id, generation, n) "
-            "CROSS JOIN LATERAL lashflow_gate_claim(u.run_id, $3, $4, $5, u.generation, NULL, "
-            "FALSE) AS g ORDER BY u.n", run_ids, generations, owner, now, expires))
 
     async def lock_queue(self, conn: asyncpg.Connection, name: str) -> None:
         await conn.execute("SELECT 1 FROM lashflow_queues WHERE name = $1 FOR UPDATE", name)
@@ -254,17 +241,3 @@ class QueueStatements:
         await conn.execute("UPDATE lashflow_queues SET vtime = GREATEST(vtime, (SELECT "
                            "fair_tag FROM lashflow_runs WHERE run_id = $1)) WHERE name = $2",
                            run_id, queue)
-
-    async def open_queues(self, conn: asyncpg.Connection, now: float) -> list[Any]:
-        return list(await conn.fetch(_OPEN_QUEUES, now))
-
-    async def queue_front(self, conn: asyncpg.Connection, queue: str, now: float,
-                          after: tuple[Any, ...] | None, size: int) -> list[Any]:
-        if after is None:
-            return list(await conn.fetch(_FIRST, queue, now, size))
-        return list(await conn.fetch(_FRONT_AFTER, queue, now, size, *after))
-
-    async def key_buckets(self, conn: asyncpg.Connection, queue: str,
-                          keys: list[str]) -> list[Any]:
-        return list(await conn.fetch("SELECT key, tat FROM lashflow_buckets WHERE queue = $1 "
-                                     "AND key = ANY($2::text[])", queue, keys))

@@ -491,7 +491,7 @@ STATEMENTS = frozenset({
     "key_unsettled",
     "queue_row", "queue_weights", "queue_rows", "insert_queue", "update_queue", "put_weight",
     "delete_queue", "queue_depths", "buckets_of", "fair_enqueue", "fair_started",
-    "gate_claims", "open_queues", "queue_front", "key_buckets",
+    "take_turn",
     # rate limits and global concurrency (store.ratelimits)
     "take_named_rate", "take_own_rate", "take_slot", "release_slot", "rate_limit_rows",
     "put_rate_limit", "delete_rate_limit", "slots_held",

@@ -208,7 +208,7 @@ def candidates(now: float, limit: int, skip: frozenset[str]
 
 def take(now: float, limit: int, owner: str, ttl: float,
          skip: frozenset[str]) -> Program[QueueTake]:
-    """``Store.take_queued``: the listing, then every new run it found through the gate
+    """SQLite's ``take_turn``: the listing, then every new run it found through the gate
     at once (``gate_claims``: one statement, the gate applied run by run in list order,
     under each queue's lock)."""
     found, allowed_at = yield from candidates(now, limit, skip)
@@ -218,6 +218,15 @@ def take(now: float, limit: int, owner: str, ttl: float,
                                        owner, now, now + ttl))) if new else []
     return QueueTake([Claimed(run_from_row(row), None) for row in rows],
                      [run_id for run_id, generation in found if generation is None], allowed_at)
+
+
+def take_turn(now: float, limit: int, owner: str, ttl: float,
+              skip: frozenset[str]) -> Program[QueueTake]:
+    """A worker's turn as one statement: SQLite answers it with ``take`` on its writer,
+    PostgreSQL with ``lashflow_take_queued``, the same turn in the server (one round trip
+    instead of three, ADR 0043)."""
+    found: QueueTake = yield "take_turn", (now, limit, owner, ttl, sorted(skip))
+    return found
 
 
 def _rate_of_keys(front: _Front, rows: list[Any]) -> Program[None]:
@@ -361,8 +370,8 @@ class QueueStore:
         if limit <= 0:
             return QueueTake([], [], None)
         # not one transaction: the listing only reads (the gate judges again) and the
-        # claims are one statement; on PostgreSQL that saves two round trips a turn
-        return await self._write(take, float(now), int(limit), owner, float(ttl),  # type: ignore[attr-defined]  # a mixin of CoreStore
+        # claims are one statement; on PostgreSQL the whole turn is one (ADR 0043)
+        return await self._write(take_turn, float(now), int(limit), owner, float(ttl),  # type: ignore[attr-defined]  # a mixin of CoreStore
                                  frozenset(skip), atomic=False)
 
 
@@ -427,4 +436,4 @@ def queue_sql(template: str, prefix: str, after: str = "", held: str = "") -> st
 
 __all__ = ["DEPTHS", "FIRST", "FRONT", "FRONT_AFTER", "OPEN_QUEUES", "NO_KEY", "QUEUE_COLUMNS", "QUEUE_RUN_COLUMNS",
            "RESUMABLE", "QueueRow", "QueueStats", "QueueStore", "candidates", "claim_queued",
-           "enqueued", "gate", "queue_from_row", "queue_sql", "run_queue", "take"]
+           "enqueued", "gate", "queue_from_row", "queue_sql", "run_queue", "take", "take_turn"]

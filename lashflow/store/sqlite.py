@@ -147,6 +147,7 @@ _MIGRATIONS: dict[int, list[str]] = {
     9: QUEUE_ORDER_MIGRATION,
     # Version 10: tools' rate limits (token buckets) and global concurrency slots (ADR 0036).
     10: RATE_LIMITS_MIGRATION,
+    11: [],  # PostgreSQL's one-statement queued turn (ADR 0043); nothing changes here
 }
 
 

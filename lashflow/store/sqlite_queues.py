@@ -8,8 +8,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from .base import QueueTake
 from .queues import (DEPTHS, FIRST, FRONT, FRONT_AFTER, OPEN_QUEUES, QUEUE_COLUMNS, gate,
-                     queue_sql)
+                     queue_sql, take)
 from .programs import run_on
 from .rows import RUN_COLUMNS
 
@@ -176,6 +177,12 @@ class QueueStatements:
 
     def buckets_of(self, conn: sqlite3.Connection, name: str) -> list[Any]:
         return conn.execute("SELECT key, tat FROM buckets WHERE queue = ?", (name,)).fetchall()
+
+    def take_turn(self, conn: sqlite3.Connection, now: float, limit: int, owner: str,
+                  ttl: float, skip: list[str]) -> QueueTake:
+        """A worker's queued turn (``queues.take``), its statements answered here, on the
+        writer: the listing's reads cost no round trip."""
+        return run_on(take(now, limit, owner, ttl, frozenset(skip)), self, conn)
 
     def open_queues(self, conn: sqlite3.Connection, now: float) -> list[Any]:
         return conn.execute(_OPEN_QUEUES, (now,)).fetchall()

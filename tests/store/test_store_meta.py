@@ -109,4 +109,4 @@ async def test_a_version_1_file_is_brought_to_the_current_version_with_its_journ
         assert await store.rate_limits() == []  # and version 10's rate limits
         assert await store.take_rate("tool:m.t", (2.0, 1.0), 3, 100.0) is not None
         assert await store.slots_held(100.0) == {}
-    assert SCHEMA_VERSION == 10
+    assert SCHEMA_VERSION == 11
