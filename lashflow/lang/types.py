@@ -316,7 +316,9 @@ def check_assignable(actual: SType, expected: SType) -> None:
             return
         raise Mismatch()
     if isinstance(expected, ProcessT):
-        if isinstance(actual, ProcessT):
+        if isinstance(actual, ProcessT):  # as the original checks them: each side fits
+            check_assignable(actual.input, expected.input)
+            check_assignable(actual.output, expected.output)
             return
         raise Mismatch()
     if isinstance(expected, TriggerT):

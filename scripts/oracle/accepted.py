@@ -284,6 +284,15 @@ def undeclared_signal_refused(ref: Outcome, new: Outcome, source: str) -> bool:
             and re.match(r"process `[^`]*` declares no signal `", _message(new)) is not None)
 
 
+def process_input_never_fits(ref: Outcome, new: Outcome, source: str) -> bool:
+    """A process with no parameter or several, passed or finished as a value, fits no
+    ``Process<I, O>`` type in the original (not even its own): lashflow checks its input
+    and output types as it does for a process of one parameter."""
+    return (ref.get("outcome") == "link_error" and "Process<" in _message(ref)
+            and quirks.link_as_original(source, frozenset(["process-input-never-fits"]))
+            == _message(ref))
+
+
 def _chars_joined(v: Any) -> Any:
     """A list of one-character texts (what ``split(s, "")`` gives) as the one text."""
     if isinstance(v, list):
@@ -320,6 +329,7 @@ CLASSES: dict[str, Callable[[Outcome, Outcome, str], bool]] = {
     "process-value-without-refs": process_value_without_refs,
     "child-id-from-step-key": child_id_from_step_key,
     "undeclared-signal-refused": undeclared_signal_refused,
+    "process-input-never-fits": process_input_never_fits,
 }
 
 

@@ -15,6 +15,8 @@ Quirks (each named after its ADR class):
 - ``empty-list-item-typed-null``: ``[]`` and ``()`` are ``list[null]``.
 - ``literal-over-union-variable``: a string literal stored over a variable or element
   whose type is a union (or an enum) must fit that type.
+- ``process-input-never-fits``: a process with no parameter or with several, used as a
+  value, fits no ``Process<I, O>`` type (not even its own, nor ``Process<any, any>``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ import itertools
 from typing import Any, Iterator
 
 QUIRKS = ("plus-typed-number", "int-and-float-typing", "empty-list-item-typed-null",
-          "literal-over-union-variable")
+          "literal-over-union-variable", "process-input-never-fits")
+
+
+class _Unfitting:
+    """The input of a process value under ``process-input-never-fits``: it reads as the
+    real input type but fits nothing."""
+
+    def __init__(self, shown: Any) -> None:
+        self.shown = shown
+
+    def render(self) -> str:
+        return str(self.shown.render())
 
 
 def walk(node: Any) -> Iterator[Any]:
@@ -119,6 +132,12 @@ def link_as_original(source: str, quirks: frozenset[str]) -> str | None:
                 return T.FLOAT
             return result
 
+        def input_type(self, name: str) -> Any:
+            real = super().input_type(name)
+            if "process-input-never-fits" in quirks and len(self.params[name]) != 1:
+                return _Unfitting(real)
+            return real
+
         def stmt(self, s: Any, env: Any) -> None:
             if "literal-over-union-variable" in quirks and isinstance(s, A.Assign):
                 expected = env.get(s.name)
@@ -130,15 +149,22 @@ def link_as_original(source: str, quirks: frozenset[str]) -> str | None:
             super().stmt(s, env)
 
     operations = sorted({n.operation for n in walk(module) if isinstance(n, A.ReceiverCall)})
-    kept = T.join
+    kept, kept_check = T.join, T.check_assignable
     if "int-and-float-typing" in quirks:
         T.join = _union_join  # type: ignore[assignment]  # for this one check, restored below
+    if "process-input-never-fits" in quirks:
+        def check_assignable(actual: Any, expected: Any) -> None:
+            if (isinstance(actual, T.ProcessT) and isinstance(actual.input, _Unfitting)
+                    and isinstance(expected, T.ProcessT)):
+                raise T.Mismatch()
+            kept_check(actual, expected)
+        T.check_assignable = check_assignable  # type: ignore[assignment]  # restored below
     try:
         Original(module, Catalog.permissive({"tools": operations or ["noop"]})).run()
     except LangError as exc:
         return exc.diagnostic.message
     finally:
-        T.join = kept  # type: ignore[assignment]
+        T.join, T.check_assignable = kept, kept_check  # type: ignore[assignment]
     return None
 
 
