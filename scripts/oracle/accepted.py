@@ -228,7 +228,17 @@ _PROCESS_REF_TEXT = re.compile(
 
 def _without_process_refs(v: Any) -> Any:
     if isinstance(v, str):
-        return _PROCESS_REF_TEXT.sub("", v) if "$lash_process" in v else v
+        if "$lash_process" not in v:
+            return v
+        v = _PROCESS_REF_TEXT.sub("", v)
+        try:  # printed JSON whose process value's fields are not text (each was awaited)
+            inner = json.loads(v)
+        except ValueError:
+            return v
+        if not isinstance(inner, (dict, list)):
+            return v
+        return json.dumps(_without_process_refs(inner), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
     if isinstance(v, list):
         return [_without_process_refs(x) for x in v]
     if isinstance(v, dict):
@@ -245,7 +255,7 @@ def process_value_without_refs(ref: Outcome, new: Outcome, source: str) -> bool:
 
     if "$lash_process" not in json.dumps(ref):
         return False
-    return differs(_without_process_refs(ref), new, source) is None
+    return differs(_without_process_refs(ref), _without_process_refs(new), source) is None
 
 
 _HANDLE_ID_TEXT = re.compile(r'("__handle__":"process","id":")[^"]*"')
