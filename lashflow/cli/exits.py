@@ -12,6 +12,7 @@ from shlex import quote
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, TypeVar
 
 from ..errors import LashflowError
+from ..states import RunStatus
 from .context import Invocation
 from .output import dumps, stderr, stdout
 
@@ -20,8 +21,9 @@ if TYPE_CHECKING:  # imported where an exit is raised: `resume`'s lean entry nev
 
 T = TypeVar("T")
 
-EXIT_BY_STATUS = {"finished": 0, "failed": 1, "waiting": 3, "cancelled": 4, "needs_attention": 5,
-                  "paused": 6, "queued": 0, "running": 0}
+EXIT_BY_STATUS: dict[str, int] = {
+    RunStatus.FINISHED: 0, RunStatus.FAILED: 1, RunStatus.WAITING: 3, RunStatus.CANCELLED: 4,
+    RunStatus.NEEDS_ATTENTION: 5, RunStatus.PAUSED: 6, RunStatus.QUEUED: 0, RunStatus.RUNNING: 0}
 EXIT_REJECTED = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in lashflow, not a mistake of the user
 EXIT_INTERRUPTED = 130

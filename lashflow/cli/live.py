@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from ..states import StepStatus
 from .context import Invocation
 from .output import is_terminal
 from .render import seconds, wait_what
@@ -57,12 +58,12 @@ class LiveStatus:
         elif kind == "step":
             tool = event.get("tool")
             if event.get("kind") == "tool" and tool in self.in_flight and \
-                    event.get("status") in ("done", "pending"):
+                    event.get("status") in (StepStatus.DONE, StepStatus.PENDING):
                 started = self.in_flight[tool]
                 started.pop(0)
                 if not started:
                     del self.in_flight[tool]
-            if event.get("status") == "done":
+            if event.get("status") == StepStatus.DONE:
                 self.steps += 1
             self.last = f"{event.get('kind')} {tool or ''}".strip() + f" {event.get('status')}"
         elif kind == "run":

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 
 from ..errors import UsageError
+from ..states import RunStatus
 from .bulk import (
     BulkDryRunOption, ReasonOption, RunArgument, WhereOption, bulk_command, on_the_run, the_run,
 )
@@ -71,7 +72,8 @@ def _delivered(display: Display, run_id: str, status: str, duplicate: bool) -> i
         stdout(dumps({"run_id": run_id, "status": status, "delivered": not duplicate,
                       "duplicate": duplicate}))
         return 0
-    hint = f"; continue it with `lashflow resume {quote(run_id)}`" if status == "waiting" else ""
+    hint = (f"; continue it with `lashflow resume {quote(run_id)}`"
+            if status == RunStatus.WAITING else "")
     what = ("this very result was delivered before: nothing changed"
             if duplicate else "delivered")
     display.line(f"{what}; run {run_id} is {status}{hint}")
@@ -143,10 +145,10 @@ def cancel(
             return
         if as_json:
             data = outcome.to_json()
-            if outcome.status.value != "cancelled":
+            if outcome.status != RunStatus.CANCELLED:
                 data["cancel_requested"] = True
             stdout(dumps(data))
-        elif outcome.status.value == "cancelled":  # what was asked: a success, not an error
+        elif outcome.status == RunStatus.CANCELLED:  # what was asked: a success, not an error
             why = f" ({reason})" if reason else ""
             display.line(f"run {run} cancelled{why}", style="magenta" if display.rich else None)
         else:

@@ -16,14 +16,17 @@ from typing import Any, Callable, Iterable
 from ..durable.timeline import (
     first_cut, journal_lines, journal_rows, one_line, preview, seconds, status_text, wait_what,
 )
+from ..states import RunStatus
 from .context import Invocation
 from .output import dumps, is_terminal, printable, stderr, stdout
 
-STATUS_STYLE = {"finished": "green", "failed": "red", "cancelled": "magenta", "waiting": "yellow",
-                "running": "cyan", "queued": "blue", "needs_attention": "bold red",
-                "paused": "bold yellow", "rejected": "red"}
-STATUS_MARK = {"finished": "✔", "failed": "✘", "cancelled": "⊘", "waiting": "⏸", "running": "▶",
-               "queued": "…", "needs_attention": "⚠", "paused": "‖"}
+STATUS_STYLE: dict[str, str] = {
+    RunStatus.FINISHED: "green", RunStatus.FAILED: "red", RunStatus.CANCELLED: "magenta",
+    RunStatus.WAITING: "yellow", RunStatus.RUNNING: "cyan", RunStatus.QUEUED: "blue",
+    RunStatus.NEEDS_ATTENTION: "bold red", RunStatus.PAUSED: "bold yellow", "rejected": "red"}
+STATUS_MARK: dict[str, str] = {
+    RunStatus.FINISHED: "✔", RunStatus.FAILED: "✘", RunStatus.CANCELLED: "⊘", RunStatus.WAITING: "⏸",
+    RunStatus.RUNNING: "▶", RunStatus.QUEUED: "…", RunStatus.NEEDS_ATTENTION: "⚠", RunStatus.PAUSED: "‖"}
 STATE_STYLE = {"ok": "green", "done": "green", "err": "red", "failed": "red", "exhausted": "red",
                "cancelled": "magenta", "pending": "yellow", "waiting": "yellow",
                "started": "cyan", "interrupted": "bold red"}
@@ -98,7 +101,7 @@ def render_outcome(display: Display, outcome: Any, elapsed: float | None = None)
         display.console.print(head)
     else:
         stdout(f"run {outcome.run_id} {status}")
-    if status == "finished":
+    if status == RunStatus.FINISHED:
         if display.rich and outcome.result is not None and not isinstance(outcome.result, str):
             _print_json(display, outcome.result)
         else:
@@ -188,8 +191,8 @@ def render_show(display: Display, detail: Any) -> None:
         display.line(f"signal not taken yet: {sent['name']} {preview(sent['payload'], 80)}")
     if run.paused:
         display.line(paused_text(run.paused, display.when),
-                     style=STATUS_STYLE["paused"] if display.rich else None)
-    if run.status.value == "finished":
+                     style=STATUS_STYLE[RunStatus.PAUSED] if display.rich else None)
+    if run.status == RunStatus.FINISHED:
         display.line("result: " + result_text(detail.result))
     if run.error is not None and run.error != detail.journal_error:
         display.line(run_error_text(run.error, display.inv.run_source), style="red" if display.rich else None)

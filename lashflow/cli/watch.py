@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..states import SETTLED
+from ..states import SETTLED, RunStatus
 from .context import Invocation
 from .exits import EXIT_BY_STATUS, run_async
 from .options import DbOption, JsonOption, no_run
@@ -22,6 +22,8 @@ from .output import printable
 from .render import Display, seconds
 
 SHOWN_STEPS = 12  # the latest steps the live view keeps on screen
+_STATUS_STYLE: dict[str, str] = {RunStatus.FINISHED: "green", RunStatus.FAILED: "red",
+                                 RunStatus.WAITING: "yellow"}
 
 
 @dataclass
@@ -104,8 +106,7 @@ def _view(state: WatchState, when: Any) -> Any:
     head = Text()
     head.append(f"run {state.run_id}", style="bold")
     head.append(f"  {state.process or 'main'}  ", style="dim")
-    head.append(state.status, style={"finished": "green", "failed": "red",
-                                     "waiting": "yellow"}.get(state.status, "cyan"))
+    head.append(state.status, style=_STATUS_STYLE.get(state.status, "cyan"))
     head.append(f"  {len(state.steps)} steps · event {state.seen}", style="dim")
     table = Table(box=None, pad_edge=False, expand=False, show_edge=False)
     table.add_column("#", justify="right", no_wrap=True, min_width=3)
@@ -130,7 +131,7 @@ def _view(state: WatchState, when: Any) -> Any:
                           no_wrap=True))
     for text in state.prints:
         parts.append(Text(printable(text), style="dim", overflow="ellipsis", no_wrap=True))
-    if state.status == "finished":
+    if state.status == RunStatus.FINISHED:
         parts.append(Text(printable(f"result {dumps(state.result)}"), style="green",
                           overflow="ellipsis", no_wrap=True))
     if state.error:

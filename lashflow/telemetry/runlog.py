@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable
 from ..json_text import ascii_compact
+from ..states import RunStatus
 
 FORMATS = ("text", "json")
 
@@ -36,7 +37,7 @@ class RunLog:
         if kind == "step":
             self._last_step[run_id] = str(event.get("step"))
         elif kind == "drive":
-            self._line(run_id, "running", None, {
+            self._line(run_id, RunStatus.RUNNING, None, {
                 "process": event.get("process") or "main",
                 "resumed": bool(event.get("resumed"))})
         elif kind == "run":

@@ -26,6 +26,8 @@ import contextlib
 import sys
 from typing import Any, Iterator
 
+from ..states import RunStatus
+
 TRACER_NAME = "lashflow"
 RUN_ID = "lashflow.run_id"
 FAILED_OUTCOMES = frozenset(["err", "failed", "exhausted"])  # a call's outcome statuses
@@ -121,7 +123,7 @@ class Tracing:
         for kind, step in waits:
             span.add_event("lashflow.wait.parked", {"lashflow.wait.kind": kind,
                                                     "lashflow.step_key": step})
-        if status in ("failed", "needs_attention"):
+        if status in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION):
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR,
                                                error_code or status))
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..states import RunStatus
+
 if TYPE_CHECKING:
     from lashflow.durable.outcome import RunDetail
 
@@ -40,7 +42,7 @@ def render_detail(detail: "RunDetail") -> str:
     lines += [f"print: {text}" for text in detail.prints]
     lines += [f"signal not taken yet: {sent['name']} {preview(sent['payload'], 80)}"
               for sent in detail.pending_signals]
-    if run.status.value == "finished":
+    if run.status == RunStatus.FINISHED:
         lines.append("result: " + preview(detail.result, 200))
     if run.error is not None:
         kind = f"{run.error.kind}: " if run.error.kind else ""
@@ -68,7 +70,7 @@ def assert_status(run: "Run", status: str) -> None:
 
 def assert_finished(run: "Run", result: Any = _UNSET) -> None:
     """The run finished (with ``result``, when given)."""
-    assert_status(run, "finished")
+    assert_status(run, RunStatus.FINISHED)
     if result is not _UNSET and run.result != result:
         _fail(run, f"run {run.run_id} finished with {run.result!r}, expected {result!r}")
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from lashflow.store import Commit
 
+from ..states import StepStatus
 from .mocks import Call
 
 # Store methods a dead engine may still call: closing lets the writes queued *before*
@@ -77,7 +78,7 @@ class CrashPlan:
             self.fired = any(step.seq == self.step for step in change.steps)
         elif self.recorded:
             for step in change.steps:
-                if step.kind == "tool" and step.tool == self.tool and step.status == "done":
+                if step.kind == "tool" and step.tool == self.tool and step.status == StepStatus.DONE:
                     self._seen_calls += 1
                     self.fired = self.fired or self._seen_calls == self.call
         return self.fired

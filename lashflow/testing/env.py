@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, TypeVar
 
+from ..states import ACTIVE, RunStatus
 from .crash import CrashPlan, GatedStore, SimulatedCrash
 from .mocks import BEHAVIOURS, Call, MockingRegistry, ToolMock, mock_of
 from .timeskip import SkippingClock, seconds_of
@@ -331,13 +332,13 @@ class WorkflowEnv:
         last = None
         for _ in range(self.max_timers):
             status, waits = await _state(engine, run_id)
-            if status in ("running", "queued"):  # a follow-up drive under way here
+            if status in ACTIVE:  # a follow-up drive under way here
                 try:
                     await engine.resume(run_id)
                 except RunBusy:
                     return  # held by a killed engine's lease: `resume` takes it over
                 status, waits = await _state(engine, run_id)
-            if status != "waiting":
+            if status != RunStatus.WAITING:
                 return
             timers = [w.until for w in waits if w.until is not None]
             if not timers or any(w.kind not in _TIMERS for w in waits) or min(timers) == last:
@@ -353,7 +354,7 @@ class WorkflowEnv:
         from lashflow.errors import RunBusy
 
         for outcome in await engine.recover():
-            if outcome.status.value in ("running", "queued"):
+            if outcome.status in ACTIVE:
                 try:
                     await engine.resume(outcome.run_id)
                 except RunBusy:
@@ -406,7 +407,7 @@ class WorkflowEnv:
 
         async def go(engine: "Engine") -> None:
             record = await engine.get_record(run_id)
-            if record.status == "running" and record.lease_owner != engine.owner \
+            if record.status == RunStatus.RUNNING and record.lease_owner != engine.owner \
                     and record.lease_expires is not None:
                 self.clock.advance_to(record.lease_expires + 0.001)  # held through its last instant
             await engine.resume(run_id, retry_interrupted=retry_interrupted)
@@ -471,7 +472,7 @@ class WorkflowEnv:
 
     async def _next_due(self, engine: "Engine") -> float | None:
         """The earliest moment a waiting run is due (its timer or deadline)."""
-        moments = [w.until for outcome in await engine.list("waiting")
+        moments = [w.until for outcome in await engine.list(RunStatus.WAITING)
                    for w in outcome.waiting if w.until is not None]
         return min(moments) if moments else None
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from lashflow.errors import LimitExceeded
 from lashflow.interp import effects as fx
+from lashflow.states import RunStatus
 from lashflow.interp.compiler import Program
 from lashflow.interp.errors import LashRuntimeError
 from lashflow.interp.limits import Limits, too_deep
@@ -158,7 +159,7 @@ class MemoryHost:
     async def _drive(self, process: str, args: dict[str, Any]) -> dict[str, Any]:
         try:
             result = await self.run(process, args)
-            if result.status == "finished":
+            if result.status == RunStatus.FINISHED:
                 self.outcome = {"ok": True, "value": result.value}
             else:
                 self.outcome = {"ok": False, "error": result.error.message}

@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from ...durable.timeline import seconds
+from ...states import AttemptStatus, StepStatus
 
 WIDTH, LABEL_W, ROW_H, BAR_H, TOP, RIGHT = 960, 250, 20, 12, 24, 16
 COLOURS = {"ok": "#43a047", "done": "#43a047", "err": "#e53935", "failed": "#e53935",
@@ -53,10 +54,10 @@ def _step_rows(step: Any, end_of_run: float, before: float | None = None) -> _Ro
     parked = step.kind in WAIT_KINDS and not step.attempts
     if parked and before is not None and step.created_at is not None:
         waited_from = min(before, step.created_at)
-    waits = parked or step.status == "pending" or any(a.status == "pending"
+    waits = parked or step.status == StepStatus.PENDING or any(a.status == AttemptStatus.PENDING
                                                       for a in step.attempts)
     if waits and waited_from is not None:
-        until = step.updated_at if step.status == "done" and step.updated_at else end_of_run
+        until = step.updated_at if step.status == StepStatus.DONE and step.updated_at else end_of_run
         if until > waited_from:
             row.bars.append((waited_from, until, "wait",
                              f"{name} · waited {seconds(until - waited_from)}"))

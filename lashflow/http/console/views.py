@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 from ...errors import LashflowError, NotFound, UnknownStep, UsageError
 from ...json_input import read_json
 from ...json_text import pretty
-from ...states import RUN_STATUSES, SETTLED
+from ...states import RUN_STATUSES, SETTLED, STOPPED, RunStatus
 from ...tools import ToolResult
 from ...durable.bulk import ACTIONS
 from ..credentials import client_of
@@ -247,15 +247,14 @@ class Console:
             except (GraphError, LashflowError):
                 drawing = None
             signals = _declared_signals(source, detail.summary.process)
-        settled = detail.status.value in SETTLED
+        settled = detail.status in SETTLED
         updated = detail.summary.updated_at
         gantt = gantt_svg(detail.steps, detail.summary.created_at,
                           updated if settled else max(updated, self.engine.clock.now()))
         return self.render(request, "run.html", run=detail, graph=drawing, gantt=gantt,
                            events_after=await self.engine.last_event(run_id),
                            signals=signals or [], settled=settled,
-                           stopped=detail.status.value in ("failed", "cancelled",
-                                                           "needs_attention", "paused"))
+                           stopped=detail.status in STOPPED - {RunStatus.FINISHED})
 
     async def run_state(self, request: Request) -> Response:
         summary = (await self.engine.run_detail(request.path_params["run_id"])).summary
