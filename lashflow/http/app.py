@@ -112,8 +112,10 @@ def create_app(engine: Any, config: ServeConfig) -> Starlette:
         console = ConsoleConfig(config.token, inbox_only=config.console == "inbox")
         routes += Console(engine, console, throttle, Sessions(engine.store),
                           api.jobs).routes()
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception},
-                     middleware=[Middleware(AnswerHeaders)])
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_exception},
+                    middleware=[Middleware(AnswerHeaders)])
+    app.state.jobs = api.jobs  # their owner: `serve` cancels and awaits them when it stops
+    return app
 
 
 async def _http_exception(request: Request, exc: Exception) -> Response:

@@ -53,8 +53,11 @@ class Jobs:
         return found[0]
 
     async def close(self) -> None:
-        for _, task in self._jobs.values():
+        """Cancel the jobs under way and wait for them to end (each owns its writes)."""
+        tasks = [task for _, task in self._jobs.values()]
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _retrieved(task: asyncio.Task[Any]) -> None:

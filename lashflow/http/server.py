@@ -28,7 +28,8 @@ async def serve(*, host: str, port: int, db: str | None, tools: list[str],
     async with Engine(db=db, modules=tools, telemetry=True) as engine:
         if listener is not None:
             engine.listeners.append(listener)
-        server = uvicorn_server(create_app(engine, config), host, port, config)
+        app = create_app(engine, config)
+        server = uvicorn_server(app, host, port, config)
         # after uvicorn configured its loggers: no completion key reaches a log line
         logs.install("uvicorn.access", "uvicorn.error", "lashflow", "lashflow.http",
                      secrets=(config.token,))
@@ -44,6 +45,8 @@ async def serve(*, host: str, port: int, db: str | None, tools: list[str],
             await server.serve()
         finally:
             announcing.cancel()
+            await asyncio.gather(announcing, return_exceptions=True)
+            await app.state.jobs.close()  # a bulk job under way stops before the store closes
             stop.set()
             if work is not None:
                 await work

@@ -130,7 +130,9 @@ class LashServer(LanguageServer):
         super().__init__("lashflow", __version__)
         self.specs = specs
         self.documents: dict[str, Document] = {}
-        self.reloading: set[str] = set()
+        # the reloads under way, owned here: a task the loop alone holds may be collected
+        # mid-run, and shutdown cancels what is left
+        self.reloading: dict[str, asyncio.Task[None]] = {}
 
     # ------------------------------------------------------------------ documents
 
@@ -151,8 +153,8 @@ class LashServer(LanguageServer):
 
     def watch(self, document: Document) -> None:
         if document.uri not in self.reloading and document.tools.stale():
-            self.reloading.add(document.uri)
-            asyncio.get_running_loop().create_task(self.reload(document.uri))
+            self.reloading[document.uri] = asyncio.get_running_loop().create_task(
+                self.reload(document.uri))
 
     async def reload(self, uri: str) -> None:
         try:
@@ -165,7 +167,14 @@ class LashServer(LanguageServer):
                 document.set_tools(tools)
                 self.publish(document)
         finally:
-            self.reloading.discard(uri)
+            self.reloading.pop(uri, None)
+
+    async def stop_reloads(self) -> None:
+        """Cancel the reloads under way and wait for them to end."""
+        tasks = list(self.reloading.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def located(self, params: Any) -> tuple[Document, F.Context, int] | None:
         """The open document, its features' context and the offset a request points at."""
@@ -188,6 +197,10 @@ class LashServer(LanguageServer):
 
 def build(specs: list[str]) -> LashServer:
     server = LashServer(specs)
+
+    @server.feature(T.SHUTDOWN)
+    async def shutdown(ls: LashServer, params: None) -> None:
+        await ls.stop_reloads()
 
     @server.feature(T.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: LashServer, params: T.DidOpenTextDocumentParams) -> None:
