@@ -544,7 +544,8 @@ class Linker:
             # (a process or module name not yet assigned here still names that global)
             raise self.fail(f"unknown name `{name}`", e,
                             hint=f"`{name}` is assigned only later in the process body")
-        if name in self.assigned and self.proc is None:
+        if name in self.assigned and self.proc is None and not (
+                name in self.processes or name in self.catalog.modules):
             return T.ANY
         if name in self.processes:
             return T.ProcessT(self.input_type(name), self.output_of(name))
