@@ -40,7 +40,8 @@ import aiosqlite
 from ..errors import DbError, NoDatabase
 from ..states import KEPT_PAUSED
 from . import events
-from .base import SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunQuery, RunRecord
+from .base import (SCHEMA_VERSION, UNCHECKED_ROWS, AttemptRecord, Commit, RunChange, RunQuery,
+                   RunRecord)
 from .core import CoreStore, Job
 from .group_commit import Outcome
 from .programs import COMPLETION_COLUMNS, WAKEABLE, fenced, run_on
@@ -608,17 +609,28 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
                             "ordinal = ?", (run_id, name, ordinal)).fetchone()
 
     # -- the journal (not a program's statement: ``apply_group`` writes commits) --------------
-    def commit(self, conn: sqlite3.Connection, change: Commit) -> None:
-        folded = folded_attempts(change)
+    def commit(self, conn: sqlite3.Connection, changes: Sequence[Commit]) -> None:
+        """Write ``changes`` (commits that passed their fence) as if one after another, with
+        one statement per kind of row for all of them: a group of 25 step commits is 4
+        statements, not 75 (each statement hands the GIL back and waits to take it again
+        while the event loop runs). Rows of different tables do not depend on each other;
+        the ``runs`` rows (wakes, run changes) are written in the commits' order."""
         rows = []
-        for step in change.steps:
-            row = encode_step(step, folded.get(step.step_key))
-            if row.blob is not None:
-                conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)",
-                             (row.blob, row.blob_data))
-            rows.append((step.run_id, step.step_key, step.seq, step.kind, step.tool,
-                         step.args_hash, step.status, row.outcome, row.blob, row.detail,
-                         step.created_at, step.updated_at))
+        attempts: list[AttemptRecord] = []
+        happened: list[events.RunEventRow] = []
+        for change in changes:
+            folded = folded_attempts(change)
+            for step in change.steps:
+                row = encode_step(step, folded.get(step.step_key))
+                if row.blob is not None:
+                    conn.execute("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)",
+                                 (row.blob, row.blob_data))
+                rows.append((step.run_id, step.step_key, step.seq, step.kind, step.tool,
+                             step.args_hash, step.status, row.outcome, row.blob, row.detail,
+                             step.created_at, step.updated_at))
+            attempts += [attempt for attempt in change.attempts
+                         if folded.get(attempt.step_key) is not attempt]
+            happened += [(change.run_id, *row) for row in events.of_commit(change)]
         # one statement for all of them (a fan-out's commit holds hundreds), none for none
         if rows:
             conn.executemany(
@@ -627,27 +639,37 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
                 "(?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (run_id, step_key) DO UPDATE SET "
                 "status = excluded.status, outcome = excluded.outcome, blob = excluded.blob, "
                 "detail = excluded.detail, updated_at = excluded.updated_at", rows)
-        self.put_attempts(conn, [attempt for attempt in change.attempts
-                                 if folded.get(attempt.step_key) is not attempt])
-        if change.wake is not None:
-            self.wake(conn, change.wake, change.wake_at, WAKEABLE)
-        happened = events.of_commit(change)
-        if happened:
-            self.append_events(conn, [(change.run_id, *row) for row in happened])
-        if change.run is not None:
-            run = change.run
-            lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
-            # a run that parks keeps an earlier wake time ``wake`` left while it ran
-            # a run paused while this drive was under way stays paused (ADR 0032)
-            kept = run.status in KEPT_PAUSED
-            conn.execute(
-                f"UPDATE runs SET status = CASE WHEN ? AND status = 'paused' THEN status ELSE ? "
-                f"END, result = ?, error = ?, waiting = ?, wake_at = CASE "
-                f"WHEN ? = 'waiting' AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?) "
-                f"THEN wake_at ELSE ? END, updated_at = COALESCE(?, updated_at){lease} "
-                "WHERE run_id = ?",
-                (kept, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
-                 run.status, run.wake_at, run.wake_at, run.wake_at, run.updated_at, change.run_id))
+        self.put_attempts(conn, attempts)
+        self.append_events(conn, happened)
+        for change in changes:
+            if change.wake is not None:
+                self.wake(conn, change.wake, change.wake_at, WAKEABLE)
+            if change.run is not None:
+                self._change_run(conn, change.run_id, change.run)
+
+    @staticmethod
+    def _change_run(conn: sqlite3.Connection, run_id: str, run: RunChange) -> None:
+        lease = ", lease_owner = NULL, lease_expires = 0" if run.release_lease else ""
+        # a run that parks keeps an earlier wake time ``wake`` left while it ran
+        # a run paused while this drive was under way stays paused (ADR 0032)
+        kept = run.status in KEPT_PAUSED
+        conn.execute(
+            f"UPDATE runs SET status = CASE WHEN ? AND status = 'paused' THEN status ELSE ? "
+            f"END, result = ?, error = ?, waiting = ?, wake_at = CASE "
+            f"WHEN ? = 'waiting' AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?) "
+            f"THEN wake_at ELSE ? END, updated_at = COALESCE(?, updated_at){lease} "
+            "WHERE run_id = ?",
+            (kept, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
+             run.status, run.wake_at, run.wake_at, run.wake_at, run.updated_at, run_id))
+
+    def generations(self, conn: sqlite3.Connection, run_ids: list[str]) -> dict[str, int]:
+        """The runs' lease generations (the fence of their commits), in one read."""
+        if len(run_ids) == 1:
+            row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
+                               run_ids).fetchone()
+            return {} if row is None else {run_ids[0]: row[0]}
+        return dict(_chunked(conn, "SELECT run_id, generation FROM runs WHERE run_id IN ({})",
+                             sorted(set(run_ids))))
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -913,23 +935,10 @@ class SqliteBackend:
         if not begun:
             conn.execute("BEGIN IMMEDIATE")
         try:
-            for op in ops:
-                if not isolate:
-                    results.append(self._apply_op(conn, op))
-                    continue
-                conn.execute("SAVEPOINT op")
-                try:
-                    results.append(self._apply_op(conn, op))
-                except Exception as exc:
-                    if not conn.in_transaction:
-                        # SQLite rolled the whole transaction back itself (disk full, I/O
-                        # error): nothing of the group is written; report the real error
-                        raise
-                    conn.execute("ROLLBACK TO op")
-                    if isinstance(exc, sqlite3.DatabaseError):
-                        exc = self._db_error(exc)
-                    results.append((False, exc))
-                conn.execute("RELEASE op")
+            if not isolate:
+                results = self._apply_ops(conn, ops)
+            else:
+                results = [self._isolated(conn, op) for op in ops]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -937,16 +946,56 @@ class SqliteBackend:
             raise
         return results
 
-    def _apply_op(self, conn: sqlite3.Connection, op: Commit | Job) -> Outcome:
-        if not isinstance(op, Commit):
-            return True, self._run(conn, op)
-        if op.generation is not None:
-            row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
-                               (op.run_id,)).fetchone()
-            if row is None or row[0] != op.generation:
-                return False, fenced(op.run_id)
-        self.sql.commit(conn, op)
-        return True, None
+    def _isolated(self, conn: sqlite3.Connection, op: Commit | Job) -> Outcome:
+        """One operation in a savepoint of its own: its failure is its outcome alone."""
+        conn.execute("SAVEPOINT op")
+        try:
+            [outcome] = self._apply_ops(conn, [op])
+        except Exception as exc:
+            if not conn.in_transaction:
+                # SQLite rolled the whole transaction back itself (disk full, I/O error):
+                # nothing of the group is written; report the real error
+                raise
+            conn.execute("ROLLBACK TO op")
+            if isinstance(exc, sqlite3.DatabaseError):
+                exc = self._db_error(exc)
+            outcome = (False, exc)
+        conn.execute("RELEASE op")
+        return outcome
+
+    def _apply_ops(self, conn: sqlite3.Connection, ops: list[Commit | Job]) -> list[Outcome]:
+        """The operations in order; each stretch of journal commits between two programs is
+        fenced with one read and written together (``_Statements.commit``)."""
+        results: list[Outcome] = []
+        stretch: list[Commit] = []
+        for op in ops:
+            if isinstance(op, Commit):
+                stretch.append(op)
+                continue
+            if stretch:
+                results += self._commit_fenced(conn, stretch)
+                stretch = []
+            results.append((True, self._run(conn, op)))
+        if stretch:
+            results += self._commit_fenced(conn, stretch)
+        return results
+
+    def _commit_fenced(self, conn: sqlite3.Connection, commits: list[Commit]) -> list[Outcome]:
+        """Commits whose drive still holds its lease generation are written; the others
+        are answered ``fenced`` and write nothing."""
+        fenced_ids = [c.run_id for c in commits if c.generation is not None]
+        held = self.sql.generations(conn, fenced_ids) if fenced_ids else {}
+        results: list[Outcome] = []
+        passed: list[Commit] = []
+        for change in commits:
+            if change.generation is not None and held.get(change.run_id) != change.generation:
+                results.append((False, fenced(change.run_id)))
+            else:
+                results.append((True, None))
+                passed.append(change)
+        if passed:
+            self.sql.commit(conn, passed)
+        return results
 
 
 class SqliteStore(CoreStore):

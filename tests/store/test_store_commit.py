@@ -318,3 +318,37 @@ async def test_a_settling_child_makes_its_parent_due_in_the_same_commit(store: S
         await store.commit(Commit("c2", stale, run=RunChange("finished", result=1),
                                   wake="p2", wake_at=8.0))
     assert (await store.get_run("p2")).wake_at is None
+
+
+async def test_a_group_of_many_runs_and_a_program_between_keeps_each_runs_order(
+        store: Store, count_transactions: Counter) -> None:
+    """Commits of several runs grouped with a program between them (a run created in the
+    same transaction) and a fenced commit: each run's steps and events come out in its
+    commits' order, and the fenced commit writes nothing."""
+    generations = {run_id: await started_run(store, run_id) for run_id in ("a", "b", "c")}
+    stale = generations["c"]
+    generations["c"] = await store.claim("c", "w2", ttl=60, now=100.0)  # type: ignore[assignment]
+    counter = count_transactions(store)
+
+    def write(run_id: str, n: int, generation: int) -> Any:
+        return store.commit(Commit(run_id, generation, steps=[StepRecord(
+            run_id, f"s{n}", "tool", tool="t", status="done", outcome=n, seq=n,
+            created_at=float(n), updated_at=float(n))]))
+
+    results = await asyncio.gather(
+        write("a", 0, generations["a"]), write("b", 0, generations["b"]),
+        write("c", 0, stale), write("a", 1, generations["a"]),
+        store.create_run(make_run("d")),
+        write("b", 1, generations["b"]), write("c", 1, generations["c"]),
+        write("a", 2, generations["a"]), return_exceptions=True)
+    assert counter[0] == 1  # one transaction for all of them
+    assert isinstance(results[2], Fenced)
+    assert [r for i, r in enumerate(results) if i not in (2, 4)] == [None] * 6
+    for run_id, keys in (("a", ["s0", "s1", "s2"]), ("b", ["s0", "s1"]), ("c", ["s1"])):
+        steps, _ = await store.load_journal(run_id)
+        assert [s.step_key for s in steps] == keys
+        events = [e for e in await store.run_events(run_id) if e.kind != "run"]
+        assert [e.data["step"] for e in events] == keys
+        offsets = [e.seq for e in await store.run_events(run_id)]
+        assert offsets == list(range(1, len(offsets) + 1))
+    assert [e.seq for e in await store.run_events("d")] == [1]
