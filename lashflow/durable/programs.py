@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -100,6 +100,7 @@ def signal_names(decl: ast.ProcessDecl) -> list[str]:
     """The signals a process can take: those it declares (``signals { ... }``) and those
     its body waits for (``wait_signal`` names are always literals)."""
     from ..lang import ast
+    from ..lang.record import fields_of
 
     names = [param.name for param in decl.signals]
     stack: list[Any] = [decl.body]
@@ -110,8 +111,8 @@ def signal_names(decl: ast.ProcessDecl) -> list[str]:
                 names.append(node.name)
         elif isinstance(node, (list, tuple)):
             stack.extend(node)
-        elif is_dataclass(node):
-            stack.extend(getattr(node, f.name) for f in fields(node))
+        else:
+            stack.extend(getattr(node, name) for name in fields_of(node))
     return names
 
 

@@ -1,4 +1,5 @@
-"""The Lashlang syntax tree: plain typed dataclasses with source spans.
+"""The Lashlang syntax tree: plain typed records (``lashflow.lang.record``: dataclass-like,
+cheap to define) with source spans.
 
 Spans are ``(start, end)`` character offsets into the module source; diagnostics turn
 them into 1-based line/column. Effectful nodes carry a ``site`` id: a hash of the node's
@@ -8,11 +9,12 @@ elsewhere in the file does not change it. The runtime builds step keys from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Union
 
+from lashflow.lang.record import field, record
 
-@dataclass(slots=True, unsafe_hash=True)  # hashable: dataclasses refuse unhashable defaults
+
+@record(hashable=True)  # hashable: a shared default
 class Span:
     start: int
     end: int
@@ -24,7 +26,7 @@ NO_SPAN = Span(0, 0)
 # --------------------------------------------------------------------------- types
 
 
-@dataclass(slots=True)
+@record
 class TypeName:
     """A scalar name (``str``, ``int`` ...) or a named/dotted reference (``User``)."""
 
@@ -32,12 +34,12 @@ class TypeName:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeNull:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeStringLiteral:
     """A bare string in type position: a one-member enum."""
 
@@ -45,7 +47,7 @@ class TypeStringLiteral:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeField:
     name: str
     type: "TypeExpr"
@@ -53,38 +55,38 @@ class TypeField:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeObject:
     fields: list[TypeField]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeEnum:
     members: list[str]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeList:
     item: "TypeExpr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeUnion:
     members: list["TypeExpr"]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeProcess:
     input: "TypeExpr"
     output: "TypeExpr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeTriggerHandle:
     item: "TypeExpr"
     span: Span = NO_SPAN
@@ -99,30 +101,30 @@ TypeExpr = Union[
 # --------------------------------------------------------------------------- expressions
 
 
-@dataclass(slots=True)
+@record
 class Null:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Bool:
     value: bool
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Number:
     value: float
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class String:
     value: str
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Name:
     """A variable, a module root (``tools``) or a process reference. ``local``: set by
     the linker where a variable named like a process or module may already be assigned,
@@ -133,39 +135,39 @@ class Name:
     local: bool = False
 
 
-@dataclass(slots=True)
+@record
 class TupleLit:
     items: list["Expr"]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class ListLit:
     items: list["Expr"]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class CompFor:
     var: str
     iterable: "Expr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class CompIf:
     cond: "Expr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Comprehension:
     element: "Expr"
     clauses: list[Union[CompFor, CompIf]]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class RecordLit:
     """Ordered ``(key, value)`` pairs as written (duplicates kept; runtime dedups)."""
 
@@ -173,28 +175,28 @@ class RecordLit:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Field:
     obj: "Expr"
     name: str
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Index:
     obj: "Expr"
     index: "Expr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class BuiltinCall:
     name: str
     args: list["Expr"]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class ReceiverCall:
     """``receiver.operation(args)``: a host (tool) operation; one journaled attempt.
 
@@ -211,14 +213,14 @@ class ReceiverCall:
     module: str | None = None
 
 
-@dataclass(slots=True)
+@record
 class Await:
     expr: "Expr"
     span: Span = NO_SPAN
     site: str = ""
 
 
-@dataclass(slots=True)
+@record
 class Unwrap:
     """Postfix ``?`` on a result wrapper."""
 
@@ -226,14 +228,14 @@ class Unwrap:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Unary:
     op: str  # "-" or "not" ("!" is normalised to "not")
     operand: "Expr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Binary:
     op: str  # "+ - * / % == != < <= > >= and or" ("&&"/"||" normalised)
     left: "Expr"
@@ -241,7 +243,7 @@ class Binary:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Ternary:
     cond: "Expr"
     then: "Expr"
@@ -249,7 +251,7 @@ class Ternary:
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Start:
     process: str
     args: list[tuple[str, "Expr"]]
@@ -257,7 +259,7 @@ class Start:
     site: str = ""
 
 
-@dataclass(slots=True)
+@record
 class Sleep:
     mode: str  # "for" or "until"
     value: "Expr"
@@ -265,14 +267,14 @@ class Sleep:
     site: str = ""
 
 
-@dataclass(slots=True)
+@record
 class WaitSignal:
     name: str
     span: Span = NO_SPAN
     site: str = ""
 
 
-@dataclass(slots=True)
+@record
 class SignalRun:
     run: "Expr"
     name: str
@@ -281,7 +283,7 @@ class SignalRun:
     site: str = ""
 
 
-@dataclass(slots=True)
+@record
 class TypeLiteral:
     """``Type { ... }``: evaluates to ``{"$lash_type": <json schema>}``."""
 
@@ -299,26 +301,26 @@ Expr = Union[
 # --------------------------------------------------------------------------- statements
 
 
-@dataclass(slots=True)
+@record
 class Label:
     title: str
     description: str | None = None
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class FieldStep:
     name: str
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class IndexStep:
     index: "Expr"
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class Assign:
     name: str
     steps: list[Union[FieldStep, IndexStep]]
@@ -327,13 +329,13 @@ class Assign:
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class Block:
     body: list["Stmt"]
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class If:
     cond: "Expr"
     then: Block
@@ -342,7 +344,7 @@ class If:
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class For:
     var: str
     iterable: "Expr"
@@ -351,7 +353,7 @@ class For:
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class While:
     cond: "Expr"
     body: Block
@@ -359,19 +361,19 @@ class While:
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class Break:
     span: Span = NO_SPAN
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class Continue:
     span: Span = NO_SPAN
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class ValueStmt:
     """``finish`` / ``fail`` / ``yield`` / ``wake`` / ``print`` / ``cancel`` with an operand."""
 
@@ -382,7 +384,7 @@ class ValueStmt:
     site: str = ""
 
 
-@dataclass(slots=True)
+@record
 class ExprStmt:
     expr: "Expr"
     span: Span = NO_SPAN
@@ -400,21 +402,21 @@ EFFECTS = (ReceiverCall, Await, Start, Sleep, WaitSignal, SignalRun)
 # --------------------------------------------------------------------------- declarations
 
 
-@dataclass(slots=True)
+@record
 class Param:
     name: str
     type: TypeExpr
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class TypeDecl:
     name: str
     type: TypeExpr
     span: Span = NO_SPAN
 
 
-@dataclass(slots=True)
+@record
 class ProcessDecl:
     name: str
     params: list[Param]
@@ -425,7 +427,7 @@ class ProcessDecl:
     label: Label | None = None
 
 
-@dataclass(slots=True)
+@record
 class Module:
     """A parsed file: declarations (hoisted) and the main block, in source order."""
 

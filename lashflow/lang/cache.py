@@ -19,16 +19,16 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from lashflow.json_text import loads, stored
 from lashflow.lang import ast as A
+from lashflow.lang.record import fields_of
 
 FORMAT = b"lashflow-ast-1"  # bump when the encoding below changes
 _NODES: dict[str, type] = {name: obj for name, obj in vars(A).items()
-                           if isinstance(obj, type) and is_dataclass(obj)
+                           if isinstance(obj, type) and "__record_fields__" in vars(obj)
                            and obj.__module__ == A.__name__}
 _fingerprint: bytes | None = None
 
@@ -153,8 +153,8 @@ def _encode(value: Any, seen: set[int]) -> Any:
     name = type(value).__name__
     if _NODES.get(name) is not type(value):
         raise _Corrupt(f"not a syntax node: {name}")
-    return [name, *(_encode(getattr(value, f.name), seen) for f in fields(value)
-                    if f.name != "source" or not isinstance(value, A.Module))]
+    return [name, *(_encode(getattr(value, field), seen) for field in fields_of(value)
+                    if field != "source" or not isinstance(value, A.Module))]
 
 
 def _decode(value: Any) -> Any:

@@ -31,6 +31,7 @@ from lashflow.lang import ast as A
 from lashflow.lang.parser import parse
 from lashflow.lang.printer import (BINARY_LEVEL, EXPR, OR, POSTFIX, PRIMARY, TERNARY, UNARY,
                                     precedence, quote)
+from lashflow.lang.record import fields_of
 from lashflow.lang.scans import starts_ternary
 from lashflow.lang.tokens import Tok, tokenize
 
@@ -642,10 +643,11 @@ def _check_same(module: A.Module, text: str) -> None:
 def program_shape(node: Any) -> Any:
     """The tree without positions, site ids or linker fields: two sources with equal
     shapes are the same program (and get the same effect sites, hence step keys)."""
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+    names = fields_of(node)
+    if names:
         return (type(node).__name__, *(
-            program_shape(getattr(node, f.name)) for f in dataclasses.fields(node)
-            if f.name not in ("span", "source", "site", "module")))
+            program_shape(getattr(node, name)) for name in names
+            if name not in ("span", "source", "site", "module")))
     if isinstance(node, (list, tuple)):
         return tuple(program_shape(item) for item in node)
     return node

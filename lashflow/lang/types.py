@@ -8,11 +8,12 @@ messages match it character for character (``{  }`` for the empty object).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Union
 
+from lashflow.lang.record import record
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True)
 class Scalar:
     name: str  # str int float bool null dict any
 
@@ -20,7 +21,7 @@ class Scalar:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class StrLit:
     """A string literal: a ``str`` that remembers its value (for enum checks)."""
 
@@ -30,7 +31,7 @@ class StrLit:
         return "str"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Enum:
     members: tuple[str, ...]
 
@@ -38,7 +39,7 @@ class Enum:
         return "enum[" + ", ".join(_quote(m) for m in self.members) + "]"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ListT:
     item: "SType"
 
@@ -46,14 +47,14 @@ class ListT:
         return f"list[{self.item.render()}]"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Field:
     name: str
     type: "SType"
     optional: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Obj:
     fields: tuple[Field, ...]
     open: bool = False  # from a schema without `additionalProperties: false`
@@ -69,7 +70,7 @@ class Obj:
         return "{ " + ", ".join(parts) + " }"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class UnionT:
     members: tuple["SType", ...]
 
@@ -77,7 +78,7 @@ class UnionT:
         return " | ".join(m.render() for m in self.members)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class ProcessT:
     input: "SType"
     output: "SType"
@@ -86,7 +87,7 @@ class ProcessT:
         return f"Process<{self.input.render()}, {self.output.render()}>"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class TriggerT:
     item: "SType"
 
@@ -94,7 +95,7 @@ class TriggerT:
         return f"TriggerHandle<{self.item.render()}>"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Ref:
     """A named type that is not resolved statically (gradual)."""
 
@@ -104,7 +105,7 @@ class Ref:
         return self.name
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Resource:
     """A module authority: a host module value (``tools``) or a parameter typed ``Tools``."""
 
@@ -115,7 +116,7 @@ class Resource:
         return self.type_name
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Handle:
     """A process handle from ``start``; awaiting it gives a wrapper of ``output``."""
 
@@ -125,7 +126,7 @@ class Handle:
         return join([self.output, ANY]).render()
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Wrapper:
     """A tool/process result wrapper ``{ok, value|error}``; ``?`` yields ``inner``."""
 

@@ -37,6 +37,7 @@ from lashflow.lang.diagnostics import LINK_ERROR, Diagnostic, LangError
 from lashflow.lang.format import program_shape
 from lashflow.lang.linker import Linker
 from lashflow.lang.parser import MAX_SOURCE_CHARS, parse
+from lashflow.lang.record import fields_of
 from lashflow.lang.tokens import tokenize
 
 _BOUNDARY = frozenset(" \t\r\n;#")
@@ -102,9 +103,9 @@ def spans_of(node: Any) -> list[A.Span]:
                 seen[id(current)] = current
         elif isinstance(current, (list, tuple)):
             todo.extend(current)
-        elif dataclasses.is_dataclass(current):
-            todo.extend(getattr(current, f.name) for f in dataclasses.fields(current)
-                        if f.name != "source")
+        else:
+            todo.extend(getattr(current, name) for name in fields_of(current)
+                        if name != "source")
     return list(seen.values())
 
 

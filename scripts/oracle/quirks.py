@@ -40,15 +40,17 @@ class _Unfitting:
 
 
 def walk(node: Any) -> Iterator[Any]:
-    """Every AST node under ``node`` (dataclass fields, lists, tuples)."""
+    """Every AST node under ``node`` (record fields, lists, tuples)."""
+    from lashflow.lang.record import fields_of
+
     todo = [node]
     while todo:
         n = todo.pop()
         if isinstance(n, (list, tuple)):
             todo.extend(n)
-        elif hasattr(n, "__dataclass_fields__"):
+        elif fields_of(n):
             yield n
-            todo.extend(getattr(n, f) for f in n.__dataclass_fields__)
+            todo.extend(getattr(n, f) for f in fields_of(n))
 
 
 def parsed(source: str) -> Any:

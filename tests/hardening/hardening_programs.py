@@ -16,13 +16,13 @@ Depth is bounded so the generated nesting stays far below the parser's limit of 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from hypothesis import strategies as st
 
 from lashflow.lang import ast as A
 from lashflow.lang.printer import print_expr
+from lashflow.lang.record import fields_of
 
 NAMES = ["a", "b", "x", "y", "n", "items", "acc", "_v", "k2", "Total"]
 KEYWORD_KEYS = ["if", "for", "finish", "while", "type", "null", "start", "print"]
@@ -39,10 +39,11 @@ BINARY_OPS = ["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "and", 
 def shape(node: Any) -> Any:
     """A tree as nested tuples without spans, site ids, linker fields or source text:
     what must survive parse -> print -> parse."""
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+    names = fields_of(node)
+    if names:
         return (type(node).__name__,) + tuple(
-            (f.name, shape(getattr(node, f.name))) for f in dataclasses.fields(node)
-            if f.name not in ("span", "site", "module", "source"))
+            (name, shape(getattr(node, name))) for name in names
+            if name not in ("span", "site", "module", "source"))
     if isinstance(node, (list, tuple)):
         return tuple(shape(item) for item in node)
     return node

@@ -21,6 +21,7 @@ from lashflow import RetryPolicy, ToolCall, ToolResult, tool
 from lashflow.durable.programs import Programs
 from lashflow.durable.verify import COMPATIBLE, verify_run
 from lashflow.lang import Catalog, ast as A, parse
+from lashflow.lang.record import fields_of
 from lashflow.interp.limits import Limits
 from lashflow.store import Store
 from lashflow.store.check import Problem
@@ -151,8 +152,8 @@ def _operations(module: A.Module) -> dict[str, list[str]]:
         elif isinstance(node, tuple):
             for item in node:
                 walk(item)
-        elif hasattr(node, "__dataclass_fields__"):
-            for name in node.__dataclass_fields__:
+        else:
+            for name in fields_of(node):
                 walk(getattr(node, name))
 
     walk(module.processes)
