@@ -20,6 +20,8 @@ from ..errors import LashflowError, NoDatabase
 if TYPE_CHECKING:  # the lean entry (``lean``) builds an invocation without typer
     import typer
 
+    from ..durable.events import Event
+
 
 @dataclass
 class Invocation:
@@ -53,7 +55,7 @@ class Invocation:
         zone = timezone.utc if self.utc or os.environ.get("LASHFLOW_UTC") == "1" else None
         return datetime.fromtimestamp(moment, zone).astimezone(zone).isoformat(timespec="seconds")
 
-    def note_run(self, event: dict[str, Any]) -> None:
+    def note_run(self, event: Event) -> None:
         """An engine listener: remember the first run this command touches."""
         if self.first_run is None and event.get("run_id"):
             self.first_run = event["run_id"]

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..states import StepStatus
 from .context import Invocation
 from .output import is_terminal
 from .render import seconds, wait_what
+
+if TYPE_CHECKING:
+    from ..durable.events import Event, PhaseEvent
 
 
 class LiveStatus:
@@ -44,34 +47,33 @@ class LiveStatus:
         return cls(not as_json and is_terminal(sys.stderr), label, when)
 
     # -- engine events ------------------------------------------------------------------
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: Event) -> None:
         """``Engine`` events: ``tools`` (a batch starts), ``step`` (a step recorded),
         ``run`` (a drive ended), ``phase`` (what ``settle`` is doing)."""
-        kind = event.get("type")
         now = time.monotonic()
         if event.get("run_id"):
             self.runs.setdefault(event["run_id"], None)
-        if kind == "tools":
-            for name in event.get("tools", []):
+        if event["type"] == "tools":
+            for name in event["tools"]:
                 self.in_flight.setdefault(name, []).append(now)
             self.phase = "driving"
-        elif kind == "step":
-            tool = event.get("tool")
-            if event.get("kind") == "tool" and tool in self.in_flight and \
-                    event.get("status") in (StepStatus.DONE, StepStatus.PENDING):
+        elif event["type"] == "step":
+            tool = event["tool"]
+            if event["kind"] == "tool" and tool in self.in_flight and \
+                    event["status"] in (StepStatus.DONE, StepStatus.PENDING):
                 started = self.in_flight[tool]
                 started.pop(0)
                 if not started:
                     del self.in_flight[tool]
-            if event.get("status") == StepStatus.DONE:
+            if event["status"] == StepStatus.DONE:
                 self.steps += 1
-            self.last = f"{event.get('kind')} {tool or ''}".strip() + f" {event.get('status')}"
-        elif kind == "run":
+            self.last = f"{event['kind']} {tool or ''}".strip() + f" {event['status']}"
+        elif event["type"] == "run":
             self.in_flight.clear()
-        elif kind == "phase":
+        elif event["type"] == "phase":
             self._on_phase(event)
 
-    def _on_phase(self, event: dict[str, Any]) -> None:
+    def _on_phase(self, event: PhaseEvent) -> None:
         phase = event.get("phase")
         if phase == "sleeping":
             self.set_phase(f"sleeping until {self.when(event['until'])}", until=event["until"])

@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import RunBusy
 from ..states import STOPPED, RunStatus
 from ..store import RunRecord
 from ..store.leases import may_claim
 from ..tools.clock import Clock
-from .events import Events
+from .events import Events, PhaseEvent
 from .outcome import RunOutcome, Wait
 
 POLL = 0.25            # seconds between looks at the run row while following
@@ -52,9 +52,18 @@ async def settle(engine: Drives, outcome: RunOutcome, max_wait: float,
     seen: float | None = None
     last_drive = time.monotonic()
 
-    def phase(name: str, **details: Any) -> None:
-        if engine.events:
-            engine.events.notify({"type": "phase", "run_id": run_id, "phase": name, **details})
+    def phase(name: str, *, until: float | None = None, waits: list[Wait] | None = None,
+              status: str | None = None) -> None:
+        if not engine.events:
+            return
+        event: PhaseEvent = {"type": "phase", "run_id": run_id, "phase": name}
+        if until is not None:
+            event["until"] = until
+        if waits is not None:
+            event["waits"] = waits
+        if status is not None:
+            event["status"] = status
+        engine.events.notify(event)
 
     while outcome.status in (RunStatus.WAITING, RunStatus.RUNNING):
         now = engine.clock.now()

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import uvicorn
 
 from ..durable.engine import Engine
+from ..durable.events import Listener
 from . import logs
 from .app import ServeConfig, create_app
 from .connections import guarded_protocol
@@ -23,7 +24,7 @@ from .credentials import check_token
 async def serve(*, host: str, port: int, db: str | None, tools: list[str],
                 config: ServeConfig, concurrency: int | None,
                 announce: Callable[[str], None],
-                listener: Callable[[dict[str, Any]], None] | None = None) -> None:
+                listener: Listener | None = None) -> None:
     check_token(config.token)  # before a database is opened or made
     async with Engine(db=db, modules=tools, telemetry=True) as engine:
         if listener is not None:
