@@ -38,6 +38,10 @@ MaxWaitOption = typer.Option(30.0, "--max-wait", metavar="SECONDS",
 FollowOption = typer.Option(False, "--follow", "-f",
                             help="Keep driving through every wait until it is resolved from "
                                  "elsewhere (signal, complete, another worker).")
+RunIdArgument = typer.Argument(..., metavar="RUN", help="The run.", show_default=False)
+FileOrProcessArgument = typer.Argument(..., metavar="FILE|PROCESS",
+                                       help="The .lash file to run, or the name of a deployed "
+                                            "process (its latest version).", show_default=False)
 
 
 def run_log(fmt: str, write: Any) -> Any:

@@ -11,7 +11,7 @@ from ..errors import NoDatabase, UnknownStep
 from ..states import RUN_STATUSES
 from .context import Invocation
 from .exits import EXIT_REJECTED, run_async
-from .options import DbOption, JsonOption, no_run, parse_when
+from .options import DbOption, RunIdArgument, JsonOption, no_run, parse_when
 from .output import dumps, stderr, stdout
 from .render import Display, render_runs, render_show, render_waiting, run_error_text
 from ..json_text import pretty
@@ -152,7 +152,7 @@ def waiting(
 
 def output(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="The run.", show_default=False),
+    run_id: str = RunIdArgument,
     step: str = typer.Argument(..., metavar="STEP",
                                help="The step key, or the row number `show` prints.",
                                show_default=False),

@@ -10,7 +10,7 @@ import typer
 from .bulk import BulkDryRunOption, ReasonOption, RunArgument, WhereOption, on_the_run, the_run
 from .context import Invocation
 from .exits import run_async
-from .options import DbOption, ErrorOption, JsonOption, ResultOption, ToolsOption, no_run, result_of
+from .options import DbOption, RunIdArgument, ErrorOption, JsonOption, ResultOption, ToolsOption, no_run, result_of
 from .output import dumps, stdout
 from .render import Display, paused_text
 
@@ -67,7 +67,7 @@ def unpause(
 
 def resolve_step(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., metavar="RUN", help="The run.", show_default=False),
+    run_id: str = RunIdArgument,
     step: str = typer.Argument(..., metavar="STEP",
                                help="The step: its key, or the row number `show` prints.",
                                show_default=False),

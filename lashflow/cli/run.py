@@ -15,7 +15,7 @@ from .bulk import WhereOption, bulk_command, one_or_where
 from .context import Invocation
 from .driving import driving, finish, live_status, resume_command
 from .exits import fail, freeze_startup_heap, run_async
-from .options import (DbOption, FollowOption, JsonOption, LogFormatOption, MaxWaitOption,
+from .options import (DbOption, FileOrProcessArgument, FollowOption, JsonOption, LogFormatOption, MaxWaitOption,
                       ToolsOption, no_run, parse_json_option, run_log,
                       deployed, source_or_none)
 from .output import dumps, stderr, stdout
@@ -24,9 +24,7 @@ from .render import Display, render_outcome
 
 def run(
     ctx: typer.Context,
-    file: Path = typer.Argument(..., metavar="FILE|PROCESS",
-                                help="The .lash file to run, or the name of a deployed "
-                                     "process (its latest version).", show_default=False),
+    file: Path = FileOrProcessArgument,
     process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="The process to run (needed when the file has "
                                                "several and no main block)."),
@@ -73,9 +71,7 @@ def run(
 
 def submit(
     ctx: typer.Context,
-    file: Path = typer.Argument(..., metavar="FILE|PROCESS",
-                                help="The .lash file to run, or the name of a deployed "
-                                     "process (its latest version).", show_default=False),
+    file: Path = FileOrProcessArgument,
     process: Optional[str] = typer.Option(None, "--process", "-p", metavar="NAME",
                                           help="The process to run."),
     input: Optional[str] = typer.Option(None, "--input", "-i", metavar="JSON|@FILE",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable
 
 from ..errors import LashflowError, UsageError
-from ..states import PAUSABLE, RUN_STATUSES, SETTLED
+from ..states import PAUSABLE, RUN_STATUSES, SETTLED, RunStatus
 from ..store import JournalEntry, RunQuery, Store
 from ..tools.clock import Clock
 from .operator import RETRYABLE, GC_BATCH, Operator
@@ -36,7 +36,7 @@ ELIGIBLE: dict[str, Callable[[str], bool]] = {
     "cancel": lambda status: status not in SETTLED,
     "retry": lambda status: status in RETRYABLE,
     "pause": lambda status: status in PAUSABLE,
-    "unpause": lambda status: status == "paused",
+    "unpause": lambda status: status == RunStatus.PAUSED,
     "gc": lambda status: status in SETTLED,
     "upgrade": lambda status: status not in SETTLED,
 }
