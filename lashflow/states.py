@@ -38,8 +38,8 @@ class RunStatus(str, enum.Enum):
 RUN_STATUSES: tuple[str, ...] = tuple(status.value for status in RunStatus)
 
 RUN_STATUS: dict[str, RunStatus] = {status.value: status for status in RunStatus}
-"""A stored status to its member: one dict lookup per row (``RunStatus(text)`` costs a
-function call through the enum machinery, twenty times as much)."""
+"""A stored status to its member: one dict lookup per row (``RunStatus(text)`` goes
+through the enum machinery, some forty times as much)."""
 
 SETTLED = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED})
 """Ended: the run never moves again on its own (an operator may retry or fork it).
@@ -101,7 +101,7 @@ ATTEMPT_STATUS: dict[str, AttemptStatus] = {status.value: status for status in A
 TEXT: dict[str, str] = {status.value: status.value
                         for kind in (RunStatus, StepStatus, AttemptStatus) for status in kind}
 """Any status, member or its text, to its plain ``str`` text: what goes into a JSON text or
-a row. One lookup (``.value`` is a descriptor call, ten times as much), and the fast JSON
+a row. One lookup (``.value`` is a descriptor call, over ten times as much), and the fast JSON
 encoder writes plain ``str`` only: a member would send the whole text to the slow one."""
 
 __all__ = [
