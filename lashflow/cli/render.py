@@ -227,6 +227,8 @@ def _show_rich(display: Display, detail: Any, rows: list[tuple[str, ...]]) -> No
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False,
                   padding=(0, 1), collapse_padding=True)
     for (name, justify), fixed in zip(JOURNAL_COLUMNS, plan.fixed):
+        # rich wants its JustifyMethod literal: the columns' words are those, written
+        # as plain text so this module imports no rich before a table is drawn
         table.add_column(name, justify=justify,  # type: ignore[arg-type]
                          no_wrap=True, overflow="ellipsis", min_width=fixed, max_width=fixed,
                          style="dim" if name == "#" else None)

@@ -77,6 +77,7 @@ def parse_where(text: str, now: float) -> RunQuery:
                              hint=HINT)
         query = _apply(query, match["field"].lower(), match["op"],
                        match["value"].strip("'\""), now)
+        # _AND may match nothing at all, so it always matches: never None
         position = _AND.match(text, match.end()).end()  # type: ignore[union-attr]
     return query
 

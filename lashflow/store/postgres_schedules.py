@@ -86,6 +86,7 @@ class ScheduleStatements:
             "DO NOTHING RETURNING 1) "
             "SELECT count(*) FROM added", *columns)
         if inserted:  # new queued runs wake the idle workers (sent with the commit)
+            # a mixin of the PostgreSQL statements, which own the channel
             await conn.execute("SELECT pg_notify($1, '')", self.channel)  # type: ignore[attr-defined]
 
     async def next_due_at(self, conn: asyncpg.Connection) -> float | None:

@@ -95,6 +95,7 @@ def assert_called(source: "WorkflowEnv | ToolMock", tool: str | None = None, *,
     if not hasattr(source, "name"):  # the environment
         if tool is None:
             raise TypeError("assert_called(env, tool): name the tool")
+        # told apart by attribute (importing the classes here would be a cycle)
         calls, env, name = source.calls_of(tool), source, tool  # type: ignore[union-attr]
     else:
         calls, env, name = source.calls, None, source.name

@@ -24,7 +24,7 @@ import os
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable, TypeVar
 
 from ..states import ACTIVE, RunStatus
 from .crash import CrashPlan, GatedStore, SimulatedCrash
@@ -158,13 +158,13 @@ class WorkflowEnv:
         way to reach any ``Engine`` method the environment does not wrap)."""
         return self._submit(self._with_engine(work))
 
-    def _submit(self, coro: Awaitable[T]) -> T:
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
             raise RuntimeError("this workflow environment is closed")
         if threading.current_thread() is self._thread:
             raise RuntimeError("the workflow environment cannot be used from inside a tool "
                                "or a mock it runs")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _with_engine(self, work: Callable[["Engine"], Awaitable[T]]) -> T:
         return await work(await self._engine())
@@ -181,6 +181,7 @@ class WorkflowEnv:
             store = GatedStore(open_store(self.db), self._after_commit)
             engine = Engine(self.db, tools=self._tools, modules=self._modules, clock=self.clock,
                             limits=self.limits, lease_ttl=self.lease_ttl, telemetry=False,
+                            # a Store by its methods, not its class: it forwards each call
                             store=store)  # type: ignore[arg-type]
             engine.tools.registry = MockingRegistry(self.mocks, self.calls, self._observe)
             await engine.__aenter__()

@@ -51,6 +51,7 @@ class Replayer:
         self.limits = limits or Limits()
         # registers tools, reads the source (and a .py beside it), binds resources; it
         # never opens a store here
+        # no store on purpose: the replayer only registers tools and binds resources
         self._runner = ToolRunner(None, RealClock(), Events())  # type: ignore[arg-type]
         for item in self._tools:
             self._runner.add_tool(item)
