@@ -7,15 +7,15 @@ registry of their own. The answer is data; the caller presents it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..lang.diagnostics import Diagnostic
+from ..lang.record import field, record
 from .programs import read_source_file
 
 
-@dataclass(slots=True)
+@record
 class FileCheck:
     """What ``check_file`` found: the text, its diagnostics (empty: fine) and, when fine,
     its entry points and the fan-outs that run as one concurrent batch."""

@@ -8,26 +8,26 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import LimitExceeded, UsageError
 from ..lang import link
+from ..lang.record import fields_of, record
 
 if TYPE_CHECKING:  # the syntax tree and the compiler load with the first compile
     from ..interp.compiler import Program
     from ..lang import ast
 
 
-@dataclass(slots=True)
+@record
 class Compiled:
     module: ast.Module
     program: Program
     source_hash: str
 
 
-@dataclass(slots=True)
+@record
 class Source:
     text: str
     path: str | None  # the file it was read from, if any
@@ -100,7 +100,6 @@ def signal_names(decl: ast.ProcessDecl) -> list[str]:
     """The signals a process can take: those it declares (``signals { ... }``) and those
     its body waits for (``wait_signal`` names are always literals)."""
     from ..lang import ast
-    from ..lang.record import fields_of
 
     names = [param.name for param in decl.signals]
     stack: list[Any] = [decl.body]

@@ -11,7 +11,6 @@ emitted symbolically (``(op, *args)`` with labels), then materialised by
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lashflow.lang import ast
@@ -21,9 +20,10 @@ from lashflow.interp.instructions import BatchCall, BatchPlan, Label, materialis
 from lashflow.interp.stmts import StmtCompiler, growth_of, stmt_is_pure
 from lashflow.interp.values import Resource
 from lashflow.lang.names import resource_type_name
+from lashflow.lang.record import field, record
 
 
-@dataclass(slots=True)
+@record
 class Entry:
     """One runnable body: the main block (``name`` None) or a process."""
 
@@ -36,7 +36,7 @@ class Entry:
     listing: list[tuple[Any, ...]] = field(default_factory=list)  # symbolic form, for debugging
 
 
-@dataclass(slots=True)
+@record
 class Program:
     """A compiled module: compiled once, run by any number of interpreters."""
 

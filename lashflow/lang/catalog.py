@@ -7,11 +7,12 @@ one from the tool layer's definitions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from lashflow.lang.record import field, record
 
-@dataclass(frozen=True, slots=True)
+
+@record(frozen=True)
 class Operation:
     name: str
     input_schema: dict[str, Any] | None = None  # None: any input
@@ -19,7 +20,7 @@ class Operation:
     description: str = ""
 
 
-@dataclass(slots=True)
+@record
 class Catalog:
     """``modules["tools"]["quote"]`` is the operation ``tools.quote``."""
 

@@ -7,16 +7,16 @@ CLI, the engine and the tests all agree on where a problem is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from lashflow.errors import LashflowError, position_of
+from lashflow.lang.record import record
 
 PARSE_ERROR = "parse_error"
 LINK_ERROR = "link_error"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Diagnostic:
     """One problem in a source file; ``offset``/``end`` are character offsets."""
 

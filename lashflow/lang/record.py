@@ -8,7 +8,7 @@ class's field names, so defining one costs a class creation. What a record keeps
 dataclass with ``slots=True``: positional and keyword construction with defaults and
 ``field(default_factory=...)``, equality field by field (same class only), the repr,
 ``__match_args__``, ``__slots__``, with ``hashable=True`` a hash of the fields, and with
-``frozen=True`` that too and no assignment after ``__init__``.
+``frozen=True`` that too and no assignment after ``__init__``; copies and pickles.
 ``fields_of`` names a record's fields (``dataclasses.fields`` does not know records) or a
 dataclass's.
 """
@@ -89,6 +89,15 @@ def _hash(self: Any) -> int:
     return hash(_values(self))
 
 
+def _getstate(self: Any) -> tuple[Any, ...]:
+    return _values(self)
+
+
+def _setstate(self: Any, state: tuple[Any, ...]) -> None:
+    for name, value in zip(type(self).__record_fields__, state):
+        object.__setattr__(self, name, value)
+
+
 def _frozen(self: Any, name: str, *value: Any) -> None:
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
@@ -112,7 +121,8 @@ def _make(cls: type, hashable: bool, frozen: bool) -> type:
     else:
         body["__record_values__"] = attrgetter(*names) if names else (lambda node: ())
     body.update(__slots__=names, __record_fields__=names, __match_args__=names,
-                __init__=_init, __eq__=_eq, __repr__=_repr,
+                __init__=_init, __eq__=_eq, __repr__=_repr, __getstate__=_getstate,
+                __setstate__=_setstate,
                 __hash__=_hash if hashable or frozen else None)
     if frozen:
         body.update(__setattr__=_frozen, __delattr__=_frozen)

@@ -3,7 +3,9 @@ types: construction, defaults, equality, repr, hashing, freezing, slots, matchin
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -119,3 +121,10 @@ def test_every_tree_and_type_class_is_a_record_with_its_methods() -> None:
     module.main.append(A.Break())
     assert A.Module("src").main == []
     assert module.process("none") is None
+
+
+def test_records_copy_and_pickle_frozen_or_not() -> None:
+    for value in (Point(1, 2, ["a"]), Pair(1, (2, 3)), T.Obj((T.Field("a", T.INT),)),
+                  A.Name("x", A.Span(1, 2))):
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.copy(value) == value and copy.deepcopy(value) == value
