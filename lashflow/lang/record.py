@@ -76,7 +76,7 @@ def _init(self: Any, *args: Any, **kwargs: Any) -> None:
 
 
 def _values(self: Any) -> tuple[Any, ...]:
-    return type(self).__record_values__(self)  # type: ignore[no-any-return]
+    return type(self).__record_values__(self)
 
 
 def _eq(self: Any, other: Any) -> Any:
