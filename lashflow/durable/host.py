@@ -28,7 +28,7 @@ from .prints import Prints
 from .ratelimits import reservations
 from .ports import ChildRuns
 from .replay import ATTENTION, FAIL, MISMATCH, PENDING, REPLAY, RUN, Decision
-from .tool_runner import PARKED, ToolRunner
+from .tool_runner import PARKED, LimitParked, ToolRunner
 
 
 def stop(decision: Decision) -> NoReturn:
@@ -142,6 +142,8 @@ class DurableHost:
                                         [(call, decision) for _, call, decision in fresh],
                                         plan.slots)
             for (index, _, _), answer in zip(fresh, ran):
+                if type(answer) is LimitParked:  # its limit parks the run (ADR 0043)
+                    waits.append(answer.wait)
                 answers[index] = answer
             self._pause_if_exhausted([call for _, call, _ in fresh])
         waits += [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))

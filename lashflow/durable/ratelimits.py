@@ -5,13 +5,16 @@ slot in the store's bucket (one statement per bucket and batch, ``store.ratelimi
 A slot within ``RATE_HOLD`` is waited for inside the call; a later one parks the run
 (a ``rate`` wait, ``until`` the slot) so it holds no worker slot meanwhile, and comes
 due ``RATE_LEAD`` before the slot; the reservation rides in the run's waits, so the
-next drive starts the call at its slot without taking again. Retries take a slot of
-their own and wait for it inside the call, as they wait for their backoff.
+next drive starts the call at its slot without taking again. A retry takes a slot of
+its own after its backoff, and parks the run the same way when that slot is later
+(ADR 0043): the attempts before it are in the journal, so the next drive goes on with
+the retry.
 
 A tool with ``global_concurrency`` takes one of its slots in the store for each attempt
-and gives it back after; while none is free the attempt waits inside the call (like a
-tool's own ``max_concurrency``), looking again with a growing pause or as soon as a call
-of this process gives one back.
+and gives it back after; while none is free the attempt looks again (with a growing
+pause, or as soon as a call of this process gives one back) for at most ``GLOBAL_HOLD``,
+then parks its run with a ``rate`` wait in state ``global`` that comes due
+``GLOBAL_RECHECK`` later: a call that must wait holds no worker slot.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ RATE_LEAD = 0.25  # a run parked for a slot comes due this long before it
 RATE_HOLD = RATE_LEAD
 UNDEFINED_RECHECK = 30.0  # a call of a named limit nobody defined looks again after this
 SLOT_POLL_MAX = 1.0  # the longest pause between looks for a free global slot
+GLOBAL_HOLD = RATE_HOLD  # how long a call looks for a free global slot before it parks
+GLOBAL_RECHECK = 1.0  # a run parked for a global slot looks again after this
 
 
 def due_at(wait: Wait) -> float | None:
@@ -154,16 +159,12 @@ class CallLimiter:
         bucket = definition.bucket
         assert bucket is not None
         take = await self.store.take_rate(bucket, definition.rate, 1, self.clock.now())
-        if take is None:
-            return None
-        self._count(definition.qualified_name,
-                    "held" if take.first > self.clock.now() else None)
-        return take.first
+        return None if take is None else take.first
 
     async def hold(self, definition: ToolDefinition, run_id: str, step: str, generation: int,
-                   cancel: asyncio.Event | None) -> bool:
-        """Take one of the tool's global slots, waiting while none is free; False if
-        cancelled first."""
+                   cancel: asyncio.Event | None, give_up: float) -> bool | None:
+        """Take one of the tool's global slots, waiting while none is free: False if
+        cancelled first, None if none came free by ``give_up``."""
         name = definition.qualified_name
         limit = definition.global_concurrency
         assert limit is not None
@@ -172,8 +173,11 @@ class CallLimiter:
             if await self.store.take_slot(name, limit, run_id, step, self.owner, generation,
                                           self.clock.now()):
                 return True
+            now = self.clock.now()
+            if now >= give_up:
+                return None
             freed = self._freed.setdefault(name, asyncio.Event())
-            if not await _sleep_until(self.clock, self.clock.now() + pause, cancel, freed):
+            if not await _sleep_until(self.clock, min(now + pause, give_up), cancel, freed):
                 return False
             if freed.is_set():
                 self._freed.pop(name, None)
@@ -192,7 +196,7 @@ class StoreGate:
     started, or taken by a retry) and, per attempt, a slot of global concurrency."""
 
     __slots__ = ("limiter", "definition", "run_id", "step", "generation", "slot", "holding",
-                 "taken")
+                 "taken", "parked")
 
     def __init__(self, limiter: CallLimiter, definition: ToolDefinition, run_id: str,
                  step: str, generation: int, slot: float | None) -> None:
@@ -204,22 +208,46 @@ class StoreGate:
         self.slot = slot  # the first attempt's, reserved by ``CallLimiter.plan``
         self.holding = False
         self.taken: float | None = None  # the slot of the attempt let in last
+        # the wait of a call that parks its run instead of its next attempt (``enter``
+        # said no without a cancel): the tool runner parks the run on it
+        self.parked: Wait | None = None
 
     async def enter(self, attempt: int, cancel: asyncio.Event | None) -> bool:
+        """Let the attempt in at its slot, holding a global slot; False: it is not to
+        run (cancelled, or ``parked`` says until when its run parks)."""
         slot, self.slot = self.slot, None
-        definition = self.definition
-        if slot is None and definition.bucket is not None:
-            slot = await self.limiter.slot_for_retry(definition)
+        definition, limiter = self.definition, self.limiter
+        tool = definition.qualified_name
+        if slot is None and definition.bucket is not None:  # a retry: a slot of its own
+            slot = await limiter.slot_for_retry(definition)
+            if slot is not None:
+                later = slot - limiter.clock.now()
+                if later > RATE_HOLD:
+                    limiter._count(tool, "parked")
+                    return self._park(Wait(kind="rate", step=self.step, tool=tool, until=slot,
+                                           limit=definition.bucket,
+                                           resolve=f"lashflow resume {quote(self.run_id)}"))
+                limiter._count(tool, "held" if later > 0 else None)
         if slot is not None:
-            if not await _sleep_until(self.limiter.clock, slot, cancel):
+            if not await _sleep_until(limiter.clock, slot, cancel):
                 return False
             self.taken = slot
         if definition.global_concurrency is not None:
-            if not await self.limiter.hold(definition, self.run_id, self.step, self.generation,
-                                           cancel):
+            held = await limiter.hold(definition, self.run_id, self.step, self.generation,
+                                      cancel, limiter.clock.now() + GLOBAL_HOLD)
+            if held is None:
+                return self._park(Wait(
+                    kind="rate", step=self.step, tool=tool, state="global",
+                    until=limiter.clock.now() + GLOBAL_RECHECK,
+                    resolve=f"lashflow resume {quote(self.run_id)}"))
+            if not held:
                 return False
             self.holding = True
         return True
+
+    def _park(self, wait: Wait) -> bool:
+        self.parked = wait
+        return False
 
     async def leave(self) -> None:
         if self.holding:
@@ -227,5 +255,5 @@ class StoreGate:
             await self.limiter.release(self.definition, self.run_id, self.step)
 
 
-__all__ = ["RATE_HOLD", "RATE_LEAD", "CallLimiter", "Plan", "StoreGate", "due_at",
-           "reservations"]
+__all__ = ["GLOBAL_HOLD", "GLOBAL_RECHECK", "RATE_HOLD", "RATE_LEAD", "CallLimiter", "Plan",
+           "StoreGate", "due_at", "reservations"]

@@ -63,6 +63,9 @@ def wait_what(wait: Any, when: Callable[[float | None], str]) -> str:
         return f"child run {wait.child_run_id}"
     if wait.kind == "rate":
         limit = getattr(wait, "limit", None)
+        if getattr(wait, "state", None) == "global":
+            return (f"{wait.tool}: every global concurrency slot is taken (looks again "
+                    f"{when(wait.until)}){child}")
         if getattr(wait, "state", None) == "undefined":
             return (f"rate limit `{limit}` of {wait.tool}, which is not defined (looked at "
                     f"again {when(wait.until)}){child}")

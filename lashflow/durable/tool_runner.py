@@ -35,9 +35,10 @@ from .canonical import canonical_json
 from .endings import FailTurn
 from .events import Events
 from .journal import RunJournal
+from .outcome import Wait
 from .replay import FAIL, Decision, attempt_record, tool_answer
 from .programs import Source, read_source
-from .ratelimits import CallLimiter, Plan
+from .ratelimits import CallLimiter, Plan, StoreGate
 
 
 class _Parked:
@@ -50,6 +51,16 @@ class _Parked:
 
 
 PARKED: Any = _Parked()
+
+
+class LimitParked:
+    """The answer of a call whose limit parks its run instead of its next attempt (a
+    retry's rate slot is later, or no global slot came free): the wait to park on."""
+
+    __slots__ = ("wait",)
+
+    def __init__(self, wait: Wait) -> None:
+        self.wait = wait
 
 
 # --------------------------------------------------------------------------- completion storage
@@ -441,6 +452,7 @@ class ToolRunner:
         planned: list[DispatchCall] = []
         interrupted: list[AttemptRecord] = []
         tails: set[str] = set()
+        gates: dict[str, StoreGate] = {}  # calls with limits held in the store
         for call, decision in calls:
             by_step[call.step] = (call, canonical_json(call.input))
             interrupted += decision.attempts
@@ -450,6 +462,8 @@ class ToolRunner:
             gate = None if self.limiter is None else self.limiter.gate(
                 definition, journal.run_id, call.step, journal.generation,
                 (slots or {}).get(call.step))
+            if gate is not None:
+                gates[call.step] = gate
             planned.append(DispatchCall(call.module, call.operation, call.input, call.step,
                                         decision.attempt, gate))
         if interrupted:  # the journal shows the attempt a crash cut short
@@ -479,6 +493,9 @@ class ToolRunner:
         pending: list[tuple[int, Any]] = []
         for index, result in enumerate(results):
             outcome = result.outcome
+            if gates and (gate := gates.get(result.step_key)) and gate.parked is not None:
+                answers.append(LimitParked(gate.parked))  # nothing to record: no attempt ran
+                continue
             if outcome.status is OutcomeStatus.PENDING:
                 answers.append(PARKED)
                 pending.append((index, result))
@@ -591,4 +608,4 @@ class ToolRunner:
         return steps, attempts
 
 
-__all__ = ["PARKED", "RunAttemptJournal", "StoreCompletionStorage", "ToolRunner"]
+__all__ = ["PARKED", "LimitParked", "RunAttemptJournal", "StoreCompletionStorage", "ToolRunner"]

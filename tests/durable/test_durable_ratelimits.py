@@ -1,8 +1,10 @@
-"""Tools' rate limits as one engine meets them, on both backends (ADR 0036): a call
+"""Tools' rate limits as one engine meets them, on both backends (ADR 0036, 0043): a call
 whose slot is later parks its run (``rate limited until``, in ``show`` and ``waiting``)
-and starts at its slot when driven again, without taking a second slot; a named limit
-nobody defined parks the run until it is; bad options are refused with ``rate_invalid``.
-Several workers sharing a limit: ``tests/workers/test_workers_ratelimits.py``."""
+and starts at its slot when driven again, without taking a second slot; so does a
+retry whose own slot is later; a call that finds no free global slot parks its run too;
+a named limit nobody defined parks the run until it is; bad options are refused with
+``rate_invalid``. Several workers sharing a limit:
+``tests/workers/test_workers_ratelimits.py``."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ from typing import Any, Callable
 
 import pytest
 
-from lashflow import Engine, LashflowError, RunStatus, ToolCall, tool
+from lashflow import Engine, LashflowError, RetryPolicy, RunStatus, ToolCall, ToolResult, tool
 from lashflow.cli import app
 from lashflow.errors import RateInvalid
+from lashflow.testing import FakeClock
 
 SLOTS: list[float | None] = []
+HELD: dict[str, asyncio.Event] = {}  # ``single``: set once it runs; it returns once released
 
 
 @tool(rate="1/m", module="limited")
@@ -33,6 +37,24 @@ async def send(call: ToolCall) -> int:
     return int(call.input["i"]) + 1
 
 
+@tool(rate="1/m", module="limited",
+      retry=RetryPolicy.safe(max_attempts=3, base_delay=0, max_delay=0))
+async def flaky(call: ToolCall) -> Any:
+    """Fails its first attempt (a retryable failure), then answers."""
+    SLOTS.append(call.context.rate_slot)
+    if call.context.attempt == 1:
+        return ToolResult.retryable_failure("the service is down")
+    return int(call.input["i"]) + 1
+
+
+@tool(global_concurrency=1, module="limited")
+async def single(call: ToolCall) -> int:
+    """One call at a time across every worker; holds its slot until released."""
+    HELD["running"].set()
+    await HELD["release"].wait()
+    return int(call.input["i"]) + 1
+
+
 SOURCE = """
 process twice() {
   a = await limited.once_a_minute({ i: 0 })?
@@ -44,14 +66,31 @@ process mail() {
   finish await limited.send({ i: 0 })?
 }
 """
+PARKING = """
+process retried() {
+  finish await limited.flaky({ i: 1 })?
+}
+
+process alone() {
+  finish await limited.single({ i: 1 })?
+}
+"""
+
+
+def _source(path: Path, text: str) -> Path:
+    path.write_text(text)
+    SLOTS.clear()
+    return path
 
 
 @pytest.fixture
 def flow(tmp_path: Path) -> Path:
-    path = tmp_path / "limited.lash"
-    path.write_text(SOURCE)
-    SLOTS.clear()
-    return path
+    return _source(tmp_path / "limited.lash", SOURCE)
+
+
+@pytest.fixture
+def parking(tmp_path: Path) -> Path:
+    return _source(tmp_path / "parking.lash", PARKING)
 
 
 def cli(db: str) -> Callable[..., Any]:
@@ -133,6 +172,57 @@ async def test_a_named_limit_nobody_defined_parks_until_it_is(backend_url: str,
         assert own.value.code == "unknown_rate_limit"
         await engine.rate_limits.delete("mail")
         assert await engine.rate_limits.list() == []
+
+
+async def test_a_retry_whose_slot_is_later_parks_the_run(backend_url: str,
+                                                          parking: Path) -> None:
+    clock = FakeClock(1_800_000_000.0)
+    async with Engine(db=backend_url, tools=[flaky, single], clock=clock, telemetry=True) as engine:
+        outcome = await engine.run(parking, "retried", run_id="rl-3")
+        assert outcome.status is RunStatus.WAITING  # the retry did not wait in the call
+        [wait] = outcome.waiting
+        assert (wait.kind, wait.state, wait.tool) == ("rate", None, "limited.flaky")
+        assert SLOTS == [clock.now()] and wait.until == pytest.approx(clock.now() + 60)
+        record = await engine.get_record("rl-3")
+        assert record.wake_at is not None and record.wake_at < wait.until
+        # a resume before the slot parks again on the same one, without a second take
+        again = await engine.resume("rl-3")
+        assert again.status is RunStatus.WAITING and again.waiting[0].until == wait.until
+        assert (await engine.rate_limits.get("tool:limited.flaky")).calls == 2
+        assert ('lashflow_rate_limited_calls_total{tool="limited.flaky",how="parked"} 1'
+                in await engine.metrics_text())
+        shown = await acli(backend_url, "waiting")
+        assert "limited.flaky: rate limited until" in shown.stdout, shown.stdout
+        clock.advance(60)
+        done = await engine.resume("rl-3")
+        assert (done.status, done.result) == (RunStatus.FINISHED, 2)
+        # the second attempt ran at the slot it parked for, numbered after the first
+        assert SLOTS == [wait.until - 60, wait.until]
+        assert (await engine.rate_limits.get("tool:limited.flaky")).calls == 2
+        _, attempts = await engine.store.load_journal("rl-3")
+        assert [(a.attempt, a.status) for a in attempts] == [(1, "failed"), (2, "ok")]
+
+
+async def test_a_call_with_no_free_global_slot_parks_its_run(backend_url: str,
+                                                            parking: Path) -> None:
+    HELD.update(running=asyncio.Event(), release=asyncio.Event())
+    async with Engine(db=backend_url, tools=[flaky, single]) as engine:
+        first = asyncio.ensure_future(engine.run(parking, "alone", run_id="g-1"))
+        await HELD["running"].wait()  # g-1's call holds the only slot
+        second = await engine.run(parking, "alone", run_id="g-2")
+        assert second.status is RunStatus.WAITING
+        [wait] = second.waiting
+        assert (wait.kind, wait.state, wait.tool) == ("rate", "global", "limited.single")
+        assert (await engine.get_record("g-2")).wake_at == wait.until
+        assert await engine.rate_limits.slots() == {"limited.single": 1}
+        shown = await acli(backend_url, "waiting")
+        assert "limited.single: every global concurrency slot is taken" in shown.stdout, \
+            shown.stdout
+        HELD["release"].set()
+        assert (await first).status is RunStatus.FINISHED
+        done = await engine.resume("g-2")
+        assert (done.status, done.result) == (RunStatus.FINISHED, 2)
+        assert await engine.rate_limits.slots() == {}
 
 
 @pytest.mark.parametrize("options", [
