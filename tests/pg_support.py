@@ -13,6 +13,7 @@ import contextlib
 import os
 import tempfile
 import uuid
+from pathlib import Path
 from typing import Any, AsyncIterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -67,3 +68,15 @@ async def schema_url(prefix: str = "lashflow_test") -> AsyncIterator[str]:
     finally:
         await admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def database_url(backend: str, folder: Path,
+                       prefix: str = "lashflow_test") -> AsyncIterator[str]:
+    """A fresh database on ``backend`` (a fixture's param): ``sqlite``, a file in
+    ``folder``; ``postgres``, a schema of the test server (``schema_url``)."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / 'journal.db'}"
+        return
+    async with schema_url(prefix) as url:
+        yield url

@@ -266,12 +266,9 @@ def test_cli_options_refuse_them_with_exit_2(tmp_path: Path, cli_env: dict[str, 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A database URL on each backend (PostgreSQL: a fresh schema, dropped after)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'any.db'}"
-        return
-    from pg_support import schema_url
+    from pg_support import database_url
 
-    async with schema_url() as url:
+    async with database_url(request.param, tmp_path) as url:
         yield url
 
 

@@ -9,13 +9,10 @@ from typing import AsyncIterator
 
 import pytest
 
-from pg_support import schema_url
+from pg_support import database_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'journal.db'}"
-        return
-    async with schema_url("lashflow_sched") as url:
+    async with database_url(request.param, tmp_path, "lashflow_sched") as url:
         yield url
