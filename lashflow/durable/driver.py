@@ -304,7 +304,7 @@ class Driver:
         self._active[run_id] = drive
         self._cancels.ensure_running()
         self._leases.ensure_running()
-        if self.events:
+        if self.events.listeners:
             self.events.notify({"type": "drive", "run_id": run_id, "process": drive.run.process,
                                 "resumed": drive.generation > 1})
         try:

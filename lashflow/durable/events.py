@@ -78,7 +78,7 @@ class Events:
     def __init__(self) -> None:
         self.listeners: list[Listener] = []
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> bool:  # the per-step path reads ``listeners`` (no call)
         return bool(self.listeners)
 
     def notify(self, event: Event) -> None:

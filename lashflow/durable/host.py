@@ -132,22 +132,27 @@ class DurableHost:
                 stop(decision)
         waits: list[Wait] = []
         if fresh:
-            plan = await tools.plan_limits(self.run_id, [call for _, call, _ in fresh],
-                                           self.reserved)
-            if plan.waits:  # calls whose rate slot is later park the run (ADR 0036)
-                later = {wait.step for wait in plan.waits}
-                fresh = [item for item in fresh if item[1].step not in later]
-                waits += plan.waits
+            slots = None
+            limited = tools.limited([call for _, call, _ in fresh])
+            if limited:  # (no round trip, not even a coroutine, when no tool is limited)
+                plan = await tools.plan_limits(self.run_id, limited, self.reserved)
+                if plan.waits:  # calls whose rate slot is later park the run (ADR 0036)
+                    later = {wait.step for wait in plan.waits}
+                    fresh = [item for item in fresh if item[1].step not in later]
+                    waits += plan.waits
+                slots = plan.slots
             ran = await tools.run_calls(self.journal, self.flags.cancel_signal,
                                         [(call, decision) for _, call, decision in fresh],
-                                        plan.slots)
+                                        slots)
             for (index, _, _), answer in zip(fresh, ran):
                 if type(answer) is LimitParked:  # its limit parks the run (ADR 0043)
                     waits.append(answer.wait)
                 answers[index] = answer
-            self._pause_if_exhausted([call for _, call, _ in fresh])
-        waits += [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
-                  for call, answer in zip(calls, answers) if answer is PARKED]
+            if self.journal.exhausted:
+                self._pause_if_exhausted([call for _, call, _ in fresh])
+        if PARKED in answers:
+            waits += [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
+                      for call, answer in zip(calls, answers) if answer is PARKED]
         if waits:
             raise fx.Parked(waits)
         return [from_json(answer) for answer in answers]

@@ -70,7 +70,7 @@ class RunJournal:
             await self.commit()
 
     def notify_steps(self, steps: list[StepRecord]) -> None:
-        if self.events:
+        if self.events.listeners:
             for step in steps:
                 self.events.notify({"type": "step", "run_id": self.run_id, "step": step.step_key,
                                     "kind": step.kind, "tool": step.tool, "status": step.status})

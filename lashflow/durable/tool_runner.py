@@ -31,6 +31,7 @@ from ..tools import (
 from ..tools.attempts import CancelSignal
 from ..tools.budget import hint_for
 from ..tools.clock import Clock
+from ..tools.definition import ToolDefinition
 from .canonical import canonical_json
 from .endings import FailTurn
 from .events import Events
@@ -430,13 +431,17 @@ class ToolRunner:
         found = self.registry.get(call.module, call.operation).definition.on_exhausted
         return found == "pause" or run_default == "pause"
 
-    async def plan_limits(self, run_id: str, calls: list[ToolCallEffect],
+    def limited(self, calls: list[ToolCallEffect]) -> list[tuple[str, ToolDefinition]]:
+        """The calls of a batch whose tools are rate-limited: (step key, definition)."""
+        if self.limiter is None:
+            return []
+        return [(call.step, definition) for call in calls
+                if (definition := self.registry.get(call.module, call.operation).definition
+                    ).bucket is not None]
+
+    async def plan_limits(self, run_id: str, limited: list[tuple[str, ToolDefinition]],
                           reserved: dict[str, float]) -> Plan:
-        """Rate slots for the calls of a batch whose tools are rate-limited (nothing to
-        do, and no round trip, when none is); see ``ratelimits``."""
-        limited = [(call.step, definition) for call in calls
-                   if (definition := self.registry.get(call.module, call.operation).definition
-                       ).bucket is not None]
+        """Rate slots for the ``limited`` calls of a batch; see ``ratelimits``."""
         if not limited or self.limiter is None:
             return Plan()
         return await self.limiter.plan(run_id, limited, reserved)
@@ -469,7 +474,7 @@ class ToolRunner:
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)
         attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails), self.announcer)
-        if self.events:
+        if self.events.listeners:
             self.events.notify({"type": "tools", "run_id": journal.run_id,
                                 "tools": [f"{c.module}.{c.name}" for c in planned]})
         try:

@@ -141,6 +141,28 @@ class CancelSignal(asyncio.Event):
             callback()
 
 
+class _Grace:
+    """One attempt's grace: called when the cancel comes, it cuts the attempt's task off
+    once ``seconds`` have passed (one object per attempt; nothing runs until a cancel)."""
+
+    __slots__ = ("task", "clock", "seconds", "timer", "expired")
+
+    def __init__(self, task: asyncio.Task[Any], clock: Clock, seconds: float) -> None:
+        self.task = task
+        self.clock = clock
+        self.seconds = seconds
+        self.timer: asyncio.Future[None] | None = None
+        self.expired = False
+
+    def __call__(self) -> None:
+        self.timer = asyncio.ensure_future(self._expire())
+
+    async def _expire(self) -> None:  # cancelled once the tool is done
+        await self.clock.sleep(self.seconds)
+        self.expired = True
+        self.task.cancel()
+
+
 async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, grace: float) -> Any:
     """The grace, run in the caller's own task (ADR 0011).
 
@@ -153,35 +175,23 @@ async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, 
     """
     task = asyncio.current_task()
     assert task is not None
-    expired = False
-
-    async def expire_after_grace() -> None:  # cancelled once the tool is done, see finally
-        nonlocal expired
-        await clock.sleep(grace)
-        expired = True
-        task.cancel()
-
-    timers: list[asyncio.Task[None]] = []
-
-    def on_cancel() -> None:
-        timers.append(asyncio.ensure_future(expire_after_grace()))
-
+    armed = _Grace(task, clock, grace)
     if cancel.is_set():
-        on_cancel()
+        armed()
     else:
-        cancel.on_set(on_cancel)
+        cancel.on_set(armed)
     try:
         returned = await coro
     except asyncio.CancelledError:
-        if expired:
+        if armed.expired:
             task.uncancel()
             return _GRACE_EXPIRED
         raise
     finally:
-        cancel.discard(on_cancel)
-        for timer in timers:
-            timer.cancel()
-    if expired:  # it swallowed the cancel and returned: the attempt was still cut off
+        cancel.discard(armed)
+        if armed.timer is not None:
+            armed.timer.cancel()
+    if armed.expired:  # it swallowed the cancel and returned: the attempt was still cut off
         task.uncancel()
         return _GRACE_EXPIRED
     return returned

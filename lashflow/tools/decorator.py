@@ -168,16 +168,17 @@ class FunctionTool:
             if not returned.is_ok or self._returns is None:
                 return returned
             returned = returned.value
+        if self._returns is not None and fast_output(self._returns, returned):
+            return ToolResult.ok(returned)  # the common case: no coroutine of its own
         return await self._checked_output(returned)
 
     async def _checked_output(self, value: Any) -> ToolResult:
+        """Output that is not plainly its annotation's JSON already, checked by pydantic."""
         if self._returns is None:
             try:
                 return ToolResult.ok(value)
             except Exception as exc:  # not JSON-representable
                 return ToolResult.failure(f"tool output is not JSON data: {exc}", code="tool_output_invalid")
-        if fast_output(self._returns, value):
-            return ToolResult.ok(value)
         # built on first need, off the loop (importing pydantic and building a validator
         # takes ~80 ms the first time: no other call of a batch may wait for that)
         adapter = self._output_adapter or await asyncio.to_thread(self._adapter)

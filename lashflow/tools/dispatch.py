@@ -96,9 +96,12 @@ class Dispatcher:
         self.telemetry: Any = None
         self._per_tool: dict[tuple[str, str], asyncio.Semaphore] = {}
 
-    def _semaphores(self, entry: RegisteredTool) -> tuple[asyncio.Semaphore, ...]:
-        found: list[asyncio.Semaphore] = []
+    def _slots(self, entry: RegisteredTool) -> Slots | None:
+        """The concurrency slots a call of ``entry`` holds (None: it is limited by none)."""
         limit = entry.definition.max_concurrency
+        if limit is None and self._global is None:
+            return None
+        found: list[asyncio.Semaphore] = []
         if limit is not None:
             key = (entry.definition.module, entry.definition.name)
             semaphore = self._per_tool.get(key)
@@ -107,7 +110,7 @@ class Dispatcher:
             found.append(semaphore)
         if self._global is not None:
             found.append(self._global)
-        return tuple(found)
+        return Slots(*found)
 
     async def batch(
         self,
@@ -125,6 +128,12 @@ class Dispatcher:
         reported cancelled ("tool call cancelled"). ``wait_pending``: wait in-process on
         the completion book instead of returning pending outcomes.
         """
+        journal = journal or NullJournal()
+        if isinstance(calls, list) and len(calls) == 1 and calls[0].step_key:
+            # nothing to overlap, no key to share: no task, no gather, no bookkeeping
+            call = calls[0]
+            entry = self.registry.get(call.module, call.name)
+            return [await self._run(entry, call, run_id, journal, cancel, wait_pending)]
         planned = [
             (call if call.step_key else DispatchCall(call.module, call.name, call.input, str(i),
                                                      call.first_attempt, call.gate),
@@ -133,8 +142,7 @@ class Dispatcher:
         ]
         if len({call.step_key for call, _ in planned}) != len(planned):
             raise ValueError("two calls of one batch share a step key")
-        journal = journal or NullJournal()
-        if len(planned) == 1:  # nothing to overlap: no task, no gather
+        if len(planned) == 1:
             call, entry = planned[0]
             return [await self._run(entry, call, run_id, journal, cancel, wait_pending)]
         tasks = [
@@ -162,10 +170,8 @@ class Dispatcher:
         cancel: asyncio.Event | None,
         wait_pending: bool,
     ) -> DispatchResult:
-        semaphores = self._semaphores(entry)
         env = CallEnv(run_id, call.step_key, self.keys, self.model_provider, self.projector, cancel,
-                      Slots(*semaphores) if semaphores else None, self.cancel_grace,
-                      self.telemetry, call.gate)
+                      self._slots(entry), self.cancel_grace, self.telemetry, call.gate)
         if self.telemetry is None:
             outcome = await run_attempts(entry, call.input, env, journal, self.clock,
                                          call.first_attempt)
