@@ -31,15 +31,12 @@ from .children import Children
 from .commands import Commands, Delivery
 from .driver import Driver
 from .events import Events, Listener
-from .bulk import Bulk, BulkReport, Progress
 from .pauses import Pauses
 from ..tools.definition import ON_EXHAUSTED
 from .resolve import MISSING, Resolver
-from .live import EventHub
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of, is_source_path
-from .project import queue_default
 from .reads import Reads
 from .settle import settle
 from .ratelimits import CallLimiter
@@ -47,6 +44,8 @@ from .tool_runner import ToolRunner
 from .worker import Worker
 
 if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never import them
+    from .bulk import Bulk, BulkReport, Progress
+    from .live import EventHub
     from .queues import Queues
     from .ratelimit_api import RateLimits
     from .schedule_api import Schedules
@@ -115,17 +114,27 @@ class Engine:
         self.worker = Worker(self.store, self.clock, self.driver, self.tools, self.reads)
         self.pauses = Pauses(self.store, self.clock, self.reads, self.driver.active)
         self.resolver = Resolver(self.store, self.clock, self.reads, self.tools)
-        self.bulk_actions = Bulk(self.store, self.clock, self.operator, self.pauses,
-                                 self.upgrade, self.driver.active)
         # process name (or "*" for every one) -> what its runs do when a call's retries
         # run out ("fail" or "pause"), unless the run or the tool says otherwise
         self.exhausted_defaults: dict[str, str] = {}
         self._telemetry_choice = telemetry
         self.telemetry: Telemetry | None = None
-        self.live = EventHub(self.store)
 
     # Parts a run or a resume never uses are built (and their modules imported) on first
     # use: kill -> first resumed step pays for no schedule or version code (ADR 0034).
+    @cached_property
+    def bulk_actions(self) -> "Bulk":
+        from .bulk import Bulk
+
+        return Bulk(self.store, self.clock, self.operator, self.pauses, self.upgrade,
+                    self.driver.active)
+
+    @cached_property
+    def live(self) -> "EventHub":
+        from .live import EventHub
+
+        return EventHub(self.store)
+
     @cached_property
     def verifier(self) -> "Verifier":
         from .verifier import Verifier
@@ -180,7 +189,8 @@ class Engine:
 
     async def __aexit__(self, *exc: object) -> None:
         try:
-            await self.live.close()
+            if "live" in self.__dict__:  # built only if someone followed events
+                await self.live.close()
             await self.driver.close()
         finally:
             await self.store.close()
@@ -240,6 +250,8 @@ class Engine:
         (``[tool.lashflow.processes.NAME]``, docs/queues.md)."""
         entry = None
         if queue is None and source_or_path is not None and is_source_path(source_or_path):
+            from .project import queue_default
+
             default = queue_default(source_or_path, self._process_of(source_or_path, process))
             if default is not None:  # the project's configuration names one (project.py)
                 queue = default.queue

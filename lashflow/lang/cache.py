@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +115,8 @@ def _store(path: Path, module: A.Module) -> None:
         body = stored(_encode(module, set())).encode("utf-8")
         if _decode(loads(body)) != _without_source(module):
             return
+        import tempfile  # only a miss writes
+
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
         try:
