@@ -138,7 +138,7 @@ async def test_a_locked_database_waits_the_busy_timeout_then_fails_clearly(tmp_p
             waited = time.perf_counter() - started
     finally:
         _stop(locker)
-    assert 0.4 <= waited < 5.0  # it waited for the lock, then gave up
+    assert waited >= 0.4  # it waited out the busy timeout (a load can only lengthen it), then gave up
     assert info.value.code == "db_error"
     assert "database is locked" in info.value.message and str(db) in info.value.message
 
