@@ -37,11 +37,17 @@ class _Corrupt(Exception):
 
 
 def cache_dir() -> Path:
-    """Where entries live (created on first write)."""
+    """Where entries live (created on first write). ``OSError`` when there is no home
+    folder to put them in (never a folder named ``~`` in the working directory)."""
     chosen = os.environ.get("LASHFLOW_CACHE_DIR")
     if chosen:
         return Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, or relative: ignored, as the XDG spec says
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            raise OSError("no home folder for the parse cache")
+        base = os.path.join(home, ".cache")
     return Path(base) / "lashflow"
 
 
@@ -81,7 +87,7 @@ def cached_parse(source: str) -> A.Module:
         return parse(source)  # its error
     try:
         path = entry_path(source)
-    except OSError:  # the front end's files cannot be read: no key, no cache
+    except OSError:  # no home folder, or the front end's files cannot be read: no cache
         return parse(source)
     module = _load(path, source)
     if module is None:

@@ -173,3 +173,15 @@ def test_the_default_folder_is_the_users_cache(monkeypatch: pytest.MonkeyPatch,
     assert cache.cache_dir() == tmp_path / "lashflow"
     monkeypatch.setenv("LASHFLOW_CACHE_DIR", str(tmp_path / "mine"))
     assert cache.cache_dir() == tmp_path / "mine"
+
+
+def test_without_a_home_folder_nothing_is_written(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    monkeypatch.delenv("LASHFLOW_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no home: "~" stays
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OSError):
+        cache.cache_dir()
+    assert cached_parse(SOURCE) == parse(SOURCE)
+    assert list(tmp_path.iterdir()) == []
