@@ -229,13 +229,6 @@ class RunAttemptJournal:
         self._announcing[(step_key, attempt)] = asyncio.ensure_future(
             self.journal.announce([event]))
 
-    async def _announced(self, step_key: str, attempt: int) -> None:
-        """The call's announcement is written before its outcome, or never."""
-        pending = self._announcing.pop((step_key, attempt), None)
-        if isinstance(pending, asyncio.Future):
-            await pending
-        elif pending is not None:
-            self.announcer.discard(pending)
 
     def close(self) -> None:
         """The batch is over (or was cancelled): no announcement may come after it."""
@@ -247,7 +240,13 @@ class RunAttemptJournal:
         self._announcing.clear()
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
-        await self._announced(step_key, attempt)
+        # the call's announcement is written before its outcome, or never (inline: no
+        # coroutine of its own for the common case, a call never announced)
+        pending = self._announcing.pop((step_key, attempt), None)
+        if isinstance(pending, asyncio.Future):
+            await pending
+        elif pending is not None:
+            self.announcer.discard(pending)
         record = self._attempt(step_key, attempt, outcome)
         if outcome.final:
             # first attempt, nothing written for it yet, nothing beyond the outcome to keep

@@ -201,9 +201,8 @@ async def _run_with_grace(coro: Any, cancel: asyncio.Event, clock: Clock, grace:
     """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then cut it off.
 
     One implementation of the grace: a plain ``asyncio.Event`` (the dispatcher's public
-    API takes one) is bridged to a ``CancelSignal`` by one watcher task."""
-    if isinstance(cancel, CancelSignal):
-        return await _run_with_grace_signal(coro, cancel, clock, grace)
+    API takes one) is bridged to a ``CancelSignal`` by one watcher task (a
+    ``CancelSignal`` is given to ``_run_with_grace_signal`` directly)."""
     signal = CancelSignal()
     if cancel.is_set():
         signal.set()
@@ -221,7 +220,13 @@ async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Cl
         if env.cancel is None:
             returned = await tool.execute(call)
         else:
-            returned = await _run_with_grace(tool.execute(call), env.cancel, clock, env.cancel_grace)
+            cancel = env.cancel
+            if isinstance(cancel, CancelSignal):  # the durable host's: no bridge, no frame
+                returned = await _run_with_grace_signal(tool.execute(call), cancel, clock,
+                                                        env.cancel_grace)
+            else:
+                returned = await _run_with_grace(tool.execute(call), cancel, clock,
+                                                 env.cancel_grace)
             if returned is _GRACE_EXPIRED:
                 return ToolResult.cancelled(CANCELLED_MESSAGE), None
     except asyncio.CancelledError:
