@@ -126,6 +126,7 @@ class Finish:
 class Fail:
     value: Value
     span: tuple[int, int] = (0, 0)
+    text: str = ""  # the failure's text, from the value before it became JSON (a tuple stays one)
 
 
 Effect = Union[

@@ -20,7 +20,7 @@ from lashflow.interp.errors import LashRuntimeError, type_error, value_error
 from lashflow.interp.exprs import call_builtin
 from lashflow.interp.limits import ACTIVE, check_seq, steps_exhausted
 from lashflow.interp.stmts import BREAK
-from lashflow.interp.values import UNSET, Resource, display, to_json, truthy
+from lashflow.interp.values import UNSET, Resource, display, failure_text, to_json, truthy
 
 # What the VM does with the host's answer to the pending effect.
 WRAPPER, BATCH, HANDLE, PAYLOAD, NONE, DISCARD, TERMINAL = range(7)
@@ -665,7 +665,8 @@ def i_fail(pc: int, span: Any) -> Instruction:
     stop = ~pc
 
     def fail(env: list[Any], stack: list[Any], vm: Any) -> int:
-        vm.suspend(fx.Fail(to_json(stack.pop()), span), TERMINAL)
+        value = stack.pop()
+        vm.suspend(fx.Fail(to_json(value), span, failure_text(value)), TERMINAL)
         return stop
     return fail
 

@@ -158,7 +158,7 @@ async def execute(program: Program, host: fx.Host, process: str | None = None,
             return fx.RunResult(RunStatus.FINISHED, effect.value, prints=prints)
         if type(effect) is fx.Fail:
             await host.perform(effect)
-            error = ProcessFailed(failure_text(effect.value), effect.value, effect.span)
+            error = ProcessFailed(effect.text, effect.value, effect.span)
             return fx.RunResult(RunStatus.FAILED, None, error, prints=prints)
         if type(effect) is fx.Observe and effect.kind == "print":
             prints.append(effect.text)
