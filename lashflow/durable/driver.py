@@ -366,13 +366,14 @@ class Driver:
             await self.store.commit(Commit(run.run_id, drive.generation, run=RunChange(
                 RunStatus.RUNNING, waiting=[], updated_at=self.clock.now())))
         compiled = drive.compiled
-        args = {k: from_json(v) for k, v in run.input.items()}
+        child = run.parent_run_id is not None  # its input was a record of its parent's
+        args = {k: from_json(v, child) for k, v in run.input.items()}
         if run.process is not None:
             args = self.tools.bind_resources(compiled.module, run.process, args)
         change: RunChange
         try:
             result = await execute(compiled.program, host, process=run.process, args=args,
-                                   limits=self.limits)
+                                   limits=self.limits, ordered_args=child)
             if result.status == RunStatus.FINISHED:
                 change = RunChange(RunStatus.FINISHED, result=to_json(result.value))
             else:

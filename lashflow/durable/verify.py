@@ -291,11 +291,12 @@ def verify_run(run: RunRecord, steps: list[StepRecord], attempts: list[AttemptRe
                        f"the edited file has no process `{run.process}`")
     machine = ReplayMachine(run.run_id, steps, attempts, run.meta.get("retries"))
     host = VerifyHost(run, machine, compiled.module.source, schemas, locate, now)
-    args = {k: from_json(v) for k, v in run.input.items()}
+    child = run.parent_run_id is not None  # its input was a record of its parent's
+    args = {k: from_json(v, child) for k, v in run.input.items()}
     try:
         if bind is not None and run.process is not None:
             args = bind(args)
-        vm = Interpreter(compiled.program, run.process, args, limits)
+        vm = Interpreter(compiled.program, run.process, args, limits, child)
         effect = vm.start()
         while True:
             kind = type(effect)

@@ -393,9 +393,11 @@ def _to_json(v: Any, budget: _Budget) -> Any:
     raise TypeError(f"not a Lashlang value: {v!r}")
 
 
-def from_json(obj: Any) -> Any:
-    """JSON-compatible data -> value: numbers become floats, objects get sorted keys,
-    ``{"__resource__": true, ...}`` revives a resource. Already-converted values pass."""
+def from_json(obj: Any, ordered: bool = False) -> Any:
+    """JSON-compatible data -> value: numbers become floats, objects get sorted keys
+    (``ordered``: keep their order, for a child's input, which was a record of the
+    parent's), ``{"__resource__": true, ...}`` revives a resource. Already-converted
+    values pass."""
     t = type(obj)
     if t is float or t is str or t is bool or obj is None:
         return obj
@@ -405,15 +407,15 @@ def from_json(obj: Any) -> Any:
         except OverflowError:
             return math.inf if obj > 0 else -math.inf
     if t is list:
-        return [from_json(x) for x in obj]
+        return [from_json(x, ordered) for x in obj]
     if t is dict:
         if obj.get("__resource__") is True and type(obj.get("type")) is str and type(
             obj.get("alias")
         ) is str:
             return Resource(obj["type"], obj["alias"])
-        return {k: from_json(obj[k]) for k in sorted(obj)}
+        return {k: from_json(obj[k], ordered) for k in (obj if ordered else sorted(obj))}
     if t is tuple:
-        return tuple(from_json(x) for x in obj)
+        return tuple(from_json(x, ordered) for x in obj)
     if t is Resource:
         return obj
     if isinstance(obj, bool):
@@ -425,7 +427,7 @@ def from_json(obj: Any) -> Any:
     if isinstance(obj, str):
         return str(obj)
     if isinstance(obj, dict):
-        return from_json(dict(obj))
+        return from_json(dict(obj), ordered)
     if isinstance(obj, (list, tuple)):
-        return [from_json(x) for x in obj]
+        return [from_json(x, ordered) for x in obj]
     raise TypeError(f"not JSON data: {obj!r}")

@@ -40,7 +40,8 @@ class Interpreter:
     """One run of one entry (the main block, or a process with its args)."""
 
     def __init__(self, program: Program, process: str | None = None,
-                 args: dict[str, Any] | None = None, limits: Limits | None = None) -> None:
+                 args: dict[str, Any] | None = None, limits: Limits | None = None,
+                 ordered_args: bool = False) -> None:
         entry = program.entry(process)
         self.program = program
         self.process = process
@@ -52,7 +53,7 @@ class Interpreter:
         for name, value in (args or {}).items():
             slot = entry.slots.get(name)
             if slot is not None:
-                self.env[slot] = from_json(value)
+                self.env[slot] = from_json(value, ordered_args)
         self.stack: list[Any] = []
         self.occ: dict[str, int] = {}
         self.signals: dict[str, int] = {}
@@ -142,14 +143,15 @@ class Interpreter:
 
 
 async def execute(program: Program, host: fx.Host, process: str | None = None,
-                  args: dict[str, Any] | None = None, limits: Limits | None = None) -> fx.RunResult:
+                  args: dict[str, Any] | None = None, limits: Limits | None = None,
+                  ordered_args: bool = False) -> fx.RunResult:
     """Run an entry to its end over ``host``.
 
     Returns ``finished`` (value = the JSON of the finish value) or ``failed`` for ``fail v``
     (error = ``ProcessFailed``). Runtime errors raise ``LashRuntimeError``, limits
     ``LimitExceeded``; a host's ``Parked`` propagates.
     """
-    vm = Interpreter(program, process, args, limits)
+    vm = Interpreter(program, process, args, limits, ordered_args)
     prints: list[str] = []
     effect = vm.start()
     while True:

@@ -78,7 +78,8 @@ class MemoryHost:
         cancelled)."""
         assert self.program is not None, "MemoryHost needs the program to run it"
         try:
-            return await execute(self.program, self, process, args, self.world.limits)
+            return await execute(self.program, self, process, args, self.world.limits,
+                                 ordered_args=self.depth > 0)
         finally:
             if self.task is None:
                 await self._settle_children()

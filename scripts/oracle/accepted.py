@@ -195,9 +195,23 @@ def _unwraps_an_unwrapped_await(source: str) -> bool:
         for n in _walk(module))
 
 
+def _awaits_a_twice_unwrapped_call(source: str) -> bool:
+    from lashflow.lang import ast as A
+
+    module = _module(source)
+    return module is not None and any(
+        isinstance(n, A.Await) and isinstance(n.expr, A.Unwrap) and isinstance(n.expr.expr, A.Unwrap)
+        for n in _walk(module))
+
+
 def outer_unwrap_kept(ref: Outcome, new: Outcome, source: str) -> bool:
-    """``(await call?)?``: the original drops the outer ``?``; lashflow applies it."""
-    return ref.get("outcome") in ("finished", "continued") and _unwraps_an_unwrapped_await(source)
+    """``(await call?)?``: the original drops the outer ``?``; lashflow applies it. And
+    ``await call??``: the original unwraps the call's result once before awaiting it (a
+    value that is no handle: its ``?`` then fails); lashflow awaits, then unwraps twice."""
+    if ref.get("outcome") in ("finished", "continued") and _unwraps_an_unwrapped_await(source):
+        return True
+    return (ref.get("outcome") == "runtime_error" and _message(ref).startswith("`?` ")
+            and _awaits_a_twice_unwrapped_call(source))
 
 
 def resource_field_read_at_link(ref: Outcome, new: Outcome, source: str) -> bool:

@@ -191,3 +191,20 @@ async def test_one_process_never_drives_a_child_twice(backend_url: str) -> None:
         outcomes = await asyncio.wait_for(second.recover(), timeout=60)
         assert {o.status for o in outcomes} == {RunStatus.FINISHED}
         assert RUNS == ["kid"]  # one drive of the child, not two
+
+
+async def test_a_child_gets_its_record_arguments_and_fails_with_its_own_text(
+        backend_url: str) -> None:
+    """A child's record argument keeps the order its parent wrote it in, as a value passed
+    in the language does (a run's own input, JSON from outside, has its keys sorted), and
+    a child that fails with a tuple is seen failing with the tuple's text."""
+    source = ('process keys_of(b: dict) { finish keys(b) }\n'
+              'process fails() { fail (1, "a") }\n'
+              'process main(x: dict) {\n'
+              '  r = await start keys_of(b: { z: 1, a: { y: 2, b: 3 }, m: 3 })?\n'
+              '  f = await start fails()\n'
+              '  finish [r, keys(x), f.error] }')
+    async with Engine(db=backend_url) as engine:
+        outcome = await engine.run(source, "main", {"x": {"z": 1, "a": 2}})
+        assert outcome.status is RunStatus.FINISHED, outcome
+        assert outcome.result == [["z", "a", "m"], ["a", "z"], '(1, "a")']
