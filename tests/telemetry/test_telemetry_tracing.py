@@ -187,3 +187,34 @@ def test_a_provider_installed_by_the_application_is_found(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(["lashflow.attempt tools.echo", "lashflow.create main",
                                       "lashflow.run main", "lashflow.step tools.echo"])
+
+
+def _timeless(value: Any) -> Any:
+    """A journal document without what differs between two runs of one program: times,
+    durations and ids."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items()
+                if not (k.endswith("_at") or k in ("at", "run_id", "seconds", "duration"))}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+async def test_a_run_records_the_same_journal_with_telemetry_on_and_off(
+        tmp_path: Path, spans: Any) -> None:
+    """Telemetry stays a branch on the per-step path (ADR 0041: a no-op object costs more
+    than the branch); both paths must record the same run."""
+    _, telemetry = spans
+    journals = []
+    for name, given in (("on", telemetry), ("off", None)):
+        db = f"sqlite:///{tmp_path / (name + '.db')}"
+        async with Engine(db=db, modules=[str(ROOT / "processes" / "fulfill.py")],
+                          telemetry=given) as engine:
+            parked = await engine.run(FULFILL, "fulfill", ORDER)
+            assert parked.status is RunStatus.WAITING
+            await engine.complete(parked.waiting[0].key, {"approved": True, "by": "ops"})
+            done = await engine.get(parked.run_id)
+            assert done.status is RunStatus.FINISHED, done
+            events = [(e.seq, e.kind) for e in await engine.run_events(done.run_id)]
+            journals.append((_timeless(await engine.export([done.run_id])), events))
+    assert journals[0] == journals[1]
