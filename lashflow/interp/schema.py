@@ -87,6 +87,8 @@ def _matches_type(v: Any, name: str) -> bool:
 def _describe(schema: dict[str, Any]) -> str:
     if "anyOf" in schema:
         return " | ".join(_describe(s) for s in schema["anyOf"])
+    if "enum" in schema:  # a literal or enum member of a union, as the original names it
+        return f"enum[{', '.join(schema['enum'])}]"
     return schema.get("type", "any")
 
 
