@@ -83,6 +83,8 @@ def lean_main(argv: Sequence[str]) -> int | None:
     from .exits import internal_error, is_exit
 
     try:
+        # the options were read into one dict of mixed values (each key's type is set by
+        # read_resume, which mypy cannot see through a dict): the ignores below are that
         return resume_command(Invocation(as_json=bool(read["as_json"])), str(read["run_id"]),
                               read["source"],  # type: ignore[arg-type]
                               bool(read["retry_interrupted"]), read["tools"],  # type: ignore[arg-type]
@@ -90,6 +92,7 @@ def lean_main(argv: Sequence[str]) -> int | None:
                               bool(read["follow"]))
     except Exception as exc:
         if is_exit(exc):  # the exit an error makes (typer's, imported for it)
+            # is_exit checked the class by name, so mypy sees only Exception here
             return int(exc.exit_code)  # type: ignore[attr-defined]
         return internal_error(exc)
 
