@@ -102,6 +102,10 @@ async def test_a_worker_cut_off_from_the_database_is_fenced(
     gate.touch()
     async with open_store(db.url) as store:
         await wait_all(store, fleet, count, "finished", timeout=180)
+
+    async def victim_fenced() -> bool:  # its refused write may come after the last finish
+        return "its lease moved to another worker" in fleet.output(victim)[1]
+    await wait_for(victim_fenced, fleet, 180, "the victim to find its lease moved")
     err = fleet.output(victim)[1]
     assert set(fleet.stop().values()) == {0}
     runs, steps, attempts = await journals(db.url)
