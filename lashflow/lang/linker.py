@@ -218,13 +218,11 @@ class Linker:
             expected if expected is not None else self.finished_type(ends=self.reachable))
 
     def output_of(self, name: str) -> T.SType:
-        """What a run of process ``name`` finishes with: declared, inferred once its body
-        has been, else unknown."""
+        """What a run of process ``name`` finishes with, once its body has been inferred
+        (declared, else inferred); before that unknown, even if declared, as the original
+        types it while inferring the processes before it (and itself)."""
         known = self.process_values.get(name)
-        if known is not None:
-            return known.output
-        out = self.outputs.get(name)
-        return out if out is not None else T.ANY
+        return known.output if known is not None else T.ANY
 
     def input_type(self, name: str) -> T.SType:
         """A process's input as its value's type shows it, as the original does: null
