@@ -271,6 +271,33 @@ class Linker:
             raise self.fail(f"process `{decl.name}` return type is incompatible: expected "
                             f"{expected.render()}, got {got.render()}", decl, hint=hint) from None
 
+    def literals_fit(self, e: Any, expected: T.SType) -> None:
+        """The text literals a reachable ``finish`` writes (alone, or inside a list, tuple
+        or record literal, or as a branch of ``? :``) each fit the declared enum or union
+        they land in, checked where the ``finish`` is, as the original does."""
+        if isinstance(e, A.String):
+            fits = True
+            if isinstance(expected, T.Enum):
+                fits = e.value in expected.members
+            elif isinstance(expected, T.UnionT):
+                fits = any(m in (T.ANY, T.STR) or (isinstance(m, T.Enum) and e.value in m.members)
+                           or (isinstance(m, T.StrLit) and m.value == e.value)
+                           for m in expected.members)
+            if not fits:
+                raise self.fail(f"expected {expected.render()}, got incompatible literal "
+                                f"{T.quote(e.value)}", e)
+        elif isinstance(e, A.Ternary):
+            self.literals_fit(e.then, expected)
+            self.literals_fit(e.otherwise, expected)
+        elif isinstance(e, A.RecordLit) and isinstance(expected, T.Obj):
+            for key, value in e.entries:
+                field = expected.get(key)
+                if field is not None:
+                    self.literals_fit(value, field.type)
+        elif isinstance(e, (A.ListLit, A.TupleLit)) and isinstance(expected, T.ListT):
+            for item in e.items:
+                self.literals_fit(item, expected.item)
+
     def literal_fits_output(self, value: T.SType, node: A.ValueStmt) -> None:
         """A text literal after a ``finish`` (which cannot run) is still checked against
         ``-> T`` when the body is checked, as the original does; other values are not."""
@@ -323,6 +350,9 @@ class Linker:
             if s.kind in ("finish", "fail"):
                 if s.kind == "finish" and self.reachable:
                     self.finishes.append(value)
+                    expected = self.outputs.get(self.proc.name) if self.proc is not None else None
+                    if self.inferring and expected is not None:
+                        self.literals_fit(s.value, expected)
                 elif s.kind == "finish" and not self.inferring:
                     self.literal_fits_output(value, s)
                 self.reachable = False

@@ -36,7 +36,7 @@ class Enum:
     members: tuple[str, ...]
 
     def render(self) -> str:
-        return "enum[" + ", ".join(_quote(m) for m in self.members) + "]"
+        return "enum[" + ", ".join(quote(m) for m in self.members) + "]"
 
 
 @record(frozen=True)
@@ -153,7 +153,7 @@ SCALAR_TYPES: dict[str, Scalar] = {"str": STR, "int": INT, "float": FLOAT, "bool
                                    "dict": DICT, "any": ANY}
 
 
-def _quote(text: str) -> str:
+def quote(text: str) -> str:
     """A literal in a type or message: between double quotes, as written (the original
     escapes nothing there)."""
     return f'"{text}"'
@@ -262,7 +262,7 @@ def check_assignable(actual: SType, expected: SType) -> None:
                 pass
         if isinstance(actual, StrLit):
             raise Mismatch(
-                f"expected {expected.render()}, got incompatible literal {_quote(actual.value)}")
+                f"expected {expected.render()}, got incompatible literal {quote(actual.value)}")
         raise Mismatch()
     if expected == DICT or actual == DICT:
         if isinstance(actual, Obj) or isinstance(expected, Obj):
@@ -285,7 +285,7 @@ def check_assignable(actual: SType, expected: SType) -> None:
             if actual.value in expected.members:
                 return
             raise Mismatch(
-                f"expected {expected.render()}, got incompatible literal {_quote(actual.value)}"
+                f"expected {expected.render()}, got incompatible literal {quote(actual.value)}"
             )
         if isinstance(actual, Enum) and set(actual.members) <= set(expected.members):
             return
