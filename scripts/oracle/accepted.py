@@ -269,7 +269,9 @@ def process_value_without_refs(ref: Outcome, new: Outcome, source: str) -> bool:
 
     if "$lash_process" not in json.dumps(ref):
         return False
-    return differs(_without_process_refs(ref), _without_process_refs(new), source) is None
+    # a started child's id beside it is that class too: both normalised at once
+    return differs(_handle_ids_as_one(_without_process_refs(ref)),
+                   _handle_ids_as_one(_without_process_refs(new)), source) is None
 
 
 _HANDLE_ID_TEXT = re.compile(r'("__handle__":"process","id":")[^"]*"')
