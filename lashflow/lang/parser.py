@@ -165,7 +165,8 @@ def _message(acc: set[str], top: str, eof: bool, found: str) -> str:
     if eof and top in _LOOP_STOPS_AT_EOF and (
         ("KW_BREAK" in acc and top == "BLOCK")
         or ("KEY" in acc and top == "NAMED")
-        or ("IDENT" in acc and top in ("PARAMS", "SIGNALS", "LABEL"))
+        or ("IDENT" in acc and "T_LIST" not in acc  # (not where a type comes next)
+            and top in ("PARAMS", "SIGNALS", "LABEL"))
     ):
         return f"expected {_EXPECT_NAMES[closer]}, found {found}"
     if "NUMBER" in acc:
