@@ -22,6 +22,7 @@ Quirks (each named after its ADR class):
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Iterator
 
 QUIRKS = ("plus-typed-number", "int-and-float-typing", "empty-list-item-typed-null",
@@ -103,7 +104,7 @@ def _literal_fits(linker: Any, e: Any, expected: Any) -> None:
             _literal_fits(linker, item, expected.item)
 
 
-def link_as_original(source: str, quirks: frozenset[str]) -> str | None:
+def link_as_original(source: str, quirks: frozenset[str], missing: str | None = None) -> str | None:
     """The first link message of ``source`` on lashflow's linker with ``quirks``; None if
     it links, ``"does not parse"`` if it does not parse."""
     from lashflow.lang import ast as A
@@ -150,7 +151,8 @@ def link_as_original(source: str, quirks: frozenset[str]) -> str | None:
                     _literal_fits(self, s.value, expected)
             super().stmt(s, env)
 
-    operations = sorted({n.operation for n in walk(module) if isinstance(n, A.ReceiverCall)})
+    operations = sorted({n.operation for n in walk(module) if isinstance(n, A.ReceiverCall)}
+                        - {missing})  # (an operation the original found no tool for)
     kept, kept_check = T.join, T.check_assignable
     if "int-and-float-typing" in quirks:
         T.join = _union_join  # type: ignore[assignment]  # for this one check, restored below
@@ -173,8 +175,12 @@ def link_as_original(source: str, quirks: frozenset[str]) -> str | None:
 def explaining_quirk(source: str, message: str) -> str | None:
     """The first quirk of the smallest set of them under which lashflow's linker reports
     exactly ``message`` (the original's first link error), if there is one."""
+    found = re.match(r"resource type `Tools` does not expose operation `([^`]*)`$", message)
+    missing = found[1] if found else None
+    wanted = ({message, f"module `tools` does not expose operation `{missing}`"} if missing
+              else {message})
     for size in range(1, len(QUIRKS) + 1):
         for combo in itertools.combinations(QUIRKS, size):
-            if link_as_original(source, frozenset(combo)) == message:
+            if link_as_original(source, frozenset(combo), missing) in wanted:
                 return combo[0]
     return None
