@@ -238,9 +238,11 @@ class Linker:
         """What a run of the process being inferred can finish with: each reachable
         ``finish``, and null if the body can end without one."""
         members: list[T.SType] = []
+        shown: set[str] = set()  # members that read the same are one (a result reads `any`)
         for t in [*self.finishes, *([T.NULL] if ends or not self.finishes else [])]:
             for m in (t.members if isinstance(t, T.UnionT) else (T.widen(t),)):
-                if m not in members:
+                if m.render() not in shown:
+                    shown.add(m.render())
                     members.append(m)
         return members[0] if len(members) == 1 else T.UnionT(tuple(members))
 
