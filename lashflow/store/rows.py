@@ -119,7 +119,24 @@ def _detail(detail: dict[str, Any], checked: str, folded: list[Any] | None,
     text = dumps(out)
     # ``"a1"`` is the last key: spliced in, so the fast encoder also writes the object
     # (an attempt's ``null`` code and message would send it all to the slow one)
-    return f'{text[:-1]},"a1":[{",".join("null" if item is None else dumps(item) for item in folded)}]}}'
+    return f'{text[:-1]},"a1":[{",".join(map(_item, folded))}]}}'
+
+
+def _item(value: Any) -> str:
+    """One item of a folded attempt as the standard encoder writes it. Its times (finite
+    floats: ``float.__repr__``, as the encoder writes them), its status and its empty
+    code and message need no encoder call; anything else gets one."""
+    kind = type(value)
+    if kind is float and value - value == 0.0:  # NaN and the infinities are not
+        return float.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is str and value in _QUOTED:
+        return _QUOTED[value]
+    return dumps(value)
+
+
+_QUOTED = {text: f'"{text}"' for text in TEXT.values()}  # plain ASCII words
 
 
 def folded_attempts(change: Commit) -> dict[str, AttemptRecord]:
