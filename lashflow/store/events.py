@@ -129,24 +129,25 @@ def _when(change: Commit) -> float:
 
 def of_commit(change: Commit) -> list[EventRow]:
     """The events one journal commit makes, in order: its steps (each with the attempts
-    written beside it), attempts of steps not in it, then the run's change."""
+    written beside it), attempts of steps not in it, then the run's change. A record
+    without a time of its own takes the commit's (``_when``), worked out only then: the
+    engine's records all carry one."""
     if not (change.steps or change.attempts or change.run or change.events):
         return []
-    now = _when(change)
     by_step: dict[str, list[AttemptRecord]] = {}
     for attempt in change.attempts:
         by_step.setdefault(attempt.step_key, []).append(attempt)
     rows: list[EventRow] = []
     for step in change.steps:
         kind, data = _step(step, by_step.pop(step.step_key, []))
-        rows.append((kind, dumps(data), step.updated_at or now))
+        rows.append((kind, dumps(data), step.updated_at or _when(change)))
     for attempts in by_step.values():
         for attempt in attempts:
             rows.append(("attempt", dumps({"step": attempt.step_key, **_attempt(attempt)}),
-                         attempt.finished_at or attempt.started_at or now))
+                         attempt.finished_at or attempt.started_at or _when(change)))
     rows += change.events
     if change.run is not None:
-        rows.append(("run", dumps(_run(change.run)), change.run.updated_at or now))
+        rows.append(("run", dumps(_run(change.run)), change.run.updated_at or _when(change)))
     return rows
 
 
