@@ -67,8 +67,10 @@ def to_string(x: Any) -> str:
 
 
 def to_int(x: Any) -> float:
+    """Truncation keeps the sign, as the original's ``f64::trunc``: ``to_int(-0.5)`` is
+    -0.0, which reads ``0`` as a value and ``-0`` where text is coerced (``trim``)."""
     f = num(x)
-    return float(math.trunc(f)) if f - f == 0.0 else f
+    return math.copysign(math.trunc(f), f) if f - f == 0.0 else f
 
 
 def to_float(x: Any) -> float:

@@ -155,7 +155,8 @@ def _diagnose(source: str, toks: list[Tok], index: int) -> LangError:
     acceptable = ctx.pre_parser.accepts() if ctx.pre_parser is not None else set()
     top = ctx.pre_top
     eof = tok.kind == "EOF"
-    message = _message(acceptable, top.kind if top else "", eof, found)
+    after_dot = index > 0 and toks[index - 1].kind == "."
+    message = _message(acceptable, top.kind if top else "", eof and not after_dot, found)
     hint = _HINTS.get(found) if message.startswith("unexpected") else None
     return parse_error(ctx.source, message, tok.start_pos, end=tok.end_pos, hint=hint)
 

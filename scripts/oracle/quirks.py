@@ -135,6 +135,11 @@ def link_as_original(source: str, quirks: frozenset[str], missing: str | None = 
                 return T.FLOAT
             return result
 
+        def field_type(self, t: T.SType, name: str, node: Any) -> T.SType:
+            if isinstance(t, T.Resource):  # read at run time only (resource-field-read-at-link)
+                return T.ANY
+            return super().field_type(t, name, node)
+
         def input_type(self, name: str) -> Any:
             real = super().input_type(name)
             if "process-input-never-fits" in quirks and len(self.params[name]) != 1:
