@@ -24,6 +24,21 @@ async def test_entries_come_due_in_order_and_a_discarded_one_never_does() -> Non
     assert called == ["second", "third"]
 
 
+async def test_many_entries_due_together_are_each_called_once_in_order() -> None:
+    """A thousand entries (a fan-out's calls) come due together: each is called once, in
+    the order added, and one an earlier callback discarded is not called."""
+    announcer = Announcer(after=0.01)
+    called: list[int] = []
+    done = asyncio.Event()
+    tokens: list[object] = []
+    tokens.append(announcer.add(lambda: (called.append(0), announcer.discard(tokens[2]))))
+    for i in range(1, 1000):
+        tokens.append(announcer.add(lambda i=i: called.append(i)))
+    announcer.add(done.set)
+    await done.wait()
+    assert called == [0, 1] + list(range(3, 1000))
+
+
 def test_a_new_event_loop_gets_its_own_timer() -> None:
     announcer = Announcer(after=0.01)
 
