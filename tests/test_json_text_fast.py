@@ -19,6 +19,7 @@ from lashflow import json_text
 from lashflow.json_text import (
     canonical, compact, standard_canonical, standard_compact, standard_stored, stored,
 )
+from lashflow.states import TEXT
 from lashflow.store.rows import _detail
 
 PAIRS: list[tuple[str, Callable[[Any], str], Callable[[Any], str]]] = [
@@ -135,3 +136,18 @@ def test_a_step_detail_with_its_folded_attempt(detail: dict[str, Any], folded: A
             _detail(detail, "outcome", folded, 7)
         return
     assert _detail(detail, "outcome", folded, 7) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(TEXT.values())), st.floats(), st.floats())
+def test_the_usual_folded_attempt_a_status_and_two_times(status: str, started: float,
+                                                         finished: float) -> None:
+    folded = [status, None, None, started, finished]
+    expected = {"args": {"i": 0}, "crc": zlib.crc32(b"outcome"), "scrc": 7, "a1": folded}
+    try:
+        text = standard_stored(expected)
+    except ValueError:
+        with pytest.raises(Exception):
+            _detail({"args": {"i": 0}}, "outcome", folded, 7)
+        return
+    assert _detail({"args": {"i": 0}}, "outcome", folded, 7) == text
