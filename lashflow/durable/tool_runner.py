@@ -188,6 +188,10 @@ class RunAttemptJournal:
         self.durable_starts: set[tuple[str, int]] = set()
         # (step, attempt) -> the announcer's token while it waits, then the write
         self._announcing: dict[tuple[str, int], object] = {}
+        # calls announced at one firing of the announcer share one write (a fan-out's
+        # thousand calls come due together): one task and one commit, not one each
+        self._announced: list[tuple[str, str, float]] = []
+        self._announce_write: asyncio.Future[None] | None = None
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so
         # a crash loses only the calls still running (a lone call's outcome is held and
@@ -232,10 +236,14 @@ class RunAttemptJournal:
                           f"{call.module}.{call.operation}", status=StepStatus.STARTED,
                           seq=known.seq if known is not None else 0, created_at=at,
                           updated_at=at)
-        event = announced(step, self._attempt(step_key, attempt, None, at))
-        self._announcing[(step_key, attempt)] = asyncio.ensure_future(
-            self.journal.announce([event]))
+        self._announced.append(announced(step, self._attempt(step_key, attempt, None, at)))
+        if self._announce_write is None:  # its first step comes after this firing's calls
+            self._announce_write = asyncio.ensure_future(self._write_announced())
+        self._announcing[(step_key, attempt)] = self._announce_write
 
+    async def _write_announced(self) -> None:
+        events, self._announced, self._announce_write = self._announced, [], None
+        await self.journal.announce(events)
 
     def close(self) -> None:
         """The batch is over (or was cancelled): no announcement may come after it."""
@@ -245,13 +253,14 @@ class RunAttemptJournal:
             else:
                 self.announcer.discard(pending)
         self._announcing.clear()
+        self._announced, self._announce_write = [], None
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
         # the call's announcement is written before its outcome, or never (inline: no
         # coroutine of its own for the common case, a call never announced)
         pending = self._announcing.pop((step_key, attempt), None)
         if isinstance(pending, asyncio.Future):
-            await pending
+            await asyncio.shield(pending)  # shared: a cancelled member cancels not the others'
         elif pending is not None:
             self.announcer.discard(pending)
         record = self._attempt(step_key, attempt, outcome)
