@@ -7,12 +7,12 @@ count is static) and reported at run time, as the reference does.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Callable
 
 from lashflow.errors import LimitExceeded
 from lashflow.interp.errors import type_error, value_error
+from lashflow.interp.json_parse import parse_json_text
 from lashflow.interp.limits import ACTIVE, charge, check_seq, check_str, tick
 from lashflow.interp.schema import validate
 from lashflow.interp.values import (
@@ -77,20 +77,10 @@ def to_float(x: Any) -> float:
     return num(x)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"invalid number `{name}`")
-
-
 def json_parse(s: Any) -> Any:
     src = text(s)
     tick(len(src) // 2)  # parsed, then converted node by node
-    try:
-        data = json.loads(src, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise value_error(f"invalid json: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except (ValueError, RecursionError) as exc:
-        raise value_error(f"invalid json: {exc}") from None
-    return from_json(data)
+    return from_json(parse_json_text(src))
 
 
 def contains(h: Any, n: Any) -> bool:

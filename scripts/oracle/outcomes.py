@@ -90,6 +90,33 @@ def run_program(source: str, stubs: dict[str, Any] | None = None,
                 "traceback": traceback.format_exc(limit=8)}
 
 
+def run_children_in_memory(source: str, stubs: dict[str, Any] | None = None,
+                           signals: dict[str, Any] | None = None) -> Outcome:
+    """The outcome on lashflow with what the interpreter hands to another run or the host
+    kept as it is in memory, non-finite numbers included, where lashflow writes it as
+    JSON (docs/adr/0025 ``child-input-is-json``): the original passes a child its
+    arguments as values, so ``start p(m: 1 / -0.0)`` gives the child ``-inf``, not null."""
+    from lashflow.interp import instructions, values
+
+    kept = instructions.to_json
+
+    def keeping(v: Any) -> Any:
+        t = type(v)
+        if t is float and v - v != 0.0:
+            return v
+        if t is list or t is tuple:
+            return [keeping(x) for x in v]
+        if t is dict:
+            return {k: keeping(x) for k, x in v.items()}
+        return values.to_json(v)
+
+    instructions.to_json = keeping  # type: ignore[assignment]  # restored below
+    try:
+        return run_program(source, stubs, signals)
+    finally:
+        instructions.to_json = kept  # type: ignore[assignment]
+
+
 def run_saturated(source: str, stubs: dict[str, Any] | None = None,
                   signals: dict[str, Any] | None = None) -> Outcome:
     """The outcome on lashflow with 2^63 and 2^64 written as the original writes them (one
@@ -248,19 +275,28 @@ def verdict(ref: Outcome, new: Outcome, source: str, stubs: dict[str, Any] | Non
             signals: dict[str, Any] | None = None) -> str | None:
     """None when both agree; ``accepted: <class>`` for a difference docs/adr/0025 keeps;
     otherwise the divergence. With ``stubs`` (the program's tool answers), a difference no
-    rule explains is run again with the original's boundary integers (``run_saturated``):
-    if that agrees, the difference is theirs."""
+    rule explains is run again under each change ``RERUNS`` names (the original's boundary
+    integers; children handed values, not JSON): if one agrees, the difference is its
+    class's."""
     what = differs(ref, new, source)
     if what is None:
         return None
     from accepted import accepted_class  # noqa: PLC0415 - a sibling module of this script
 
     name = accepted_class(ref, new, source)
-    if name is None and stubs is not None and (
-            (again := verdict(ref, run_saturated(source, stubs, signals), source)) is None
-            or again.startswith("accepted: ")):
-        name = "boundary-integers-one-too-low"
+    for rerun, rerun_class in RERUNS if name is None and stubs is not None else ():
+        if rerun_class == "child-input-is-json" and not re.search(r"\bstart\b", source):
+            continue
+        again = verdict(ref, rerun(source, stubs, signals), source)
+        if again is None or again.startswith("accepted: "):
+            name = rerun_class
+            break
     return f"accepted: {name}" if name else what
+
+
+# Reruns of a difference no rule explains, each under the one change its class names.
+RERUNS = ((run_saturated, "boundary-integers-one-too-low"),
+          (run_children_in_memory, "child-input-is-json"))
 
 
 if __name__ == "__main__":
