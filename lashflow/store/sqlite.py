@@ -284,22 +284,26 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
         self.append_events(conn, [(run.run_id, *events.created(run))])
         return True
 
-    def append_events(self, conn: sqlite3.Connection, rows: list[events.RunEventRow]) -> None:
+    def append_events(self, conn: sqlite3.Connection, rows: list[events.RunEventRow],
+                      offsets: dict[str, int] | None = None) -> None:
         """Each row its run's next offset (rows of one run in their order): the one
-        writer connection makes ``MAX`` exact. One read for the runs' last offsets."""
+        writer connection makes ``MAX`` exact. ``offsets``: the last offsets of runs read
+        already in this transaction (the fence's read); one read for the others."""
         if not rows:
             return
-        if len(rows) == 1:  # a step's commit: one statement reads the offset and writes
+        last = dict(offsets) if offsets else {}
+        if len(rows) == 1 and rows[0][0] not in last:
+            # a lone event: one statement reads the offset and writes
             conn.execute("INSERT INTO events (run_id, seq, kind, data, at) SELECT ?, "
                          "COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE run_id = ?",
                          (*rows[0], rows[0][0]))
             return
-        ids = sorted({row[0] for row in rows})
+        ids = sorted({row[0] for row in rows if row[0] not in last})
         if len(ids) == 1:
-            last = {ids[0]: conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?",
-                                         ids).fetchone()[0] or 0}
-        else:
-            last = dict(_chunked(conn, "SELECT run_id, MAX(seq) FROM events WHERE run_id IN "
+            last[ids[0]] = conn.execute("SELECT MAX(seq) FROM events WHERE run_id = ?",
+                                        ids).fetchone()[0] or 0
+        elif ids:
+            last.update(_chunked(conn, "SELECT run_id, MAX(seq) FROM events WHERE run_id IN "
                                  "({}) GROUP BY run_id", ids))
         numbered = []
         for run_id, kind, data, at in rows:
@@ -609,7 +613,8 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
                             "ordinal = ?", (run_id, name, ordinal)).fetchone()
 
     # -- the journal (not a program's statement: ``apply_group`` writes commits) --------------
-    def commit(self, conn: sqlite3.Connection, changes: Sequence[Commit]) -> None:
+    def commit(self, conn: sqlite3.Connection, changes: Sequence[Commit],
+               offsets: dict[str, int] | None = None) -> None:
         """Write ``changes`` (commits that passed their fence) as if one after another, with
         one statement per kind of row for all of them: a group of 25 step commits is 4
         statements, not 75 (each statement hands the GIL back and waits to take it again
@@ -640,7 +645,7 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
                 "status = excluded.status, outcome = excluded.outcome, blob = excluded.blob, "
                 "detail = excluded.detail, updated_at = excluded.updated_at", rows)
         self.put_attempts(conn, attempts)
-        self.append_events(conn, happened)
+        self.append_events(conn, happened, offsets)
         for change in changes:
             if change.wake is not None:
                 self.wake(conn, change.wake, change.wake_at, WAKEABLE)
@@ -662,14 +667,20 @@ class _Statements(QueueStatements, RateLimitStatements, ScheduleStatements):
             (kept, run.status, dumps(run.result), dumps(run.error), dumps(run.waiting),
              run.status, run.wake_at, run.wake_at, run.wake_at, run.updated_at, run_id))
 
-    def generations(self, conn: sqlite3.Connection, run_ids: list[str]) -> dict[str, int]:
-        """The runs' lease generations (the fence of their commits), in one read."""
+    def generations(self, conn: sqlite3.Connection,
+                    run_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """The runs' lease generations (the fence of their commits) and their events' last
+        offsets (where the commits' events go on), in one read."""
         if len(run_ids) == 1:
-            row = conn.execute("SELECT generation FROM runs WHERE run_id = ?",
+            row = conn.execute(f"SELECT generation, {_LAST_EVENT} FROM runs WHERE run_id = ?",
                                run_ids).fetchone()
-            return {} if row is None else {run_ids[0]: row[0]}
-        return dict(_chunked(conn, "SELECT run_id, generation FROM runs WHERE run_id IN ({})",
-                             sorted(set(run_ids))))
+            return {} if row is None else {run_ids[0]: (row[0], row[1])}
+        return {run_id: (generation, last) for run_id, generation, last in _chunked(
+            conn, f"SELECT run_id, generation, {_LAST_EVENT} FROM runs WHERE run_id IN ({{}})",
+            sorted(set(run_ids)))}
+
+
+_LAST_EVENT = "(SELECT COALESCE(MAX(seq), 0) FROM events e WHERE e.run_id = runs.run_id)"
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -988,13 +999,14 @@ class SqliteBackend:
         results: list[Outcome] = []
         passed: list[Commit] = []
         for change in commits:
-            if change.generation is not None and held.get(change.run_id) != change.generation:
+            found = held.get(change.run_id)
+            if change.generation is not None and (found is None or found[0] != change.generation):
                 results.append((False, fenced(change.run_id)))
             else:
                 results.append((True, None))
                 passed.append(change)
         if passed:
-            self.sql.commit(conn, passed)
+            self.sql.commit(conn, passed, {run_id: last for run_id, (_, last) in held.items()})
         return results
 
 
