@@ -214,13 +214,13 @@ class Linker:
         if expected is not None:
             self.check_output(decl, expected, ends=self.reachable)
         self.process_values[decl.name] = T.ProcessT(
-            self.input_type(decl.name),
-            expected if expected is not None else self.finished_type(ends=self.reachable))
+            self.input_type(decl.name), self.finished_type(ends=self.reachable))
 
     def output_of(self, name: str) -> T.SType:
-        """What a run of process ``name`` finishes with, once its body has been inferred
-        (declared, else inferred); before that unknown, even if declared, as the original
-        types it while inferring the processes before it (and itself)."""
+        """What a run of process ``name`` finishes with, once its body has been inferred:
+        what the body can finish with (which fits ``-> T`` if declared, and may be narrower,
+        as ``range(3)`` for ``list[int]``); before that unknown, even if declared, as the
+        original types it while inferring the processes before it (and itself)."""
         known = self.process_values.get(name)
         return known.output if known is not None else T.ANY
 
