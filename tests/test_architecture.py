@@ -150,15 +150,17 @@ def test_the_replay_machine_and_the_verifier_decide_without_io() -> None:
 
 
 # Every module of the package belongs to one layer; each layer may import only the layers
-# named here (and itself). The foundation (errors, run states, JSON values) is reached by
+# named here (and itself). The foundation (errors, run states, JSON values, the base of
+# hand-written value classes) is reached by
 # all; lang, interp and schedules are pure; tools and store know nothing of the language;
 # the durable layer wires them; telemetry is reached by the tool layer's spans and names the
 # store's stats type only; the presentation layers (editor tooling, HTTP, CLI) sit on
 # top, and the CLI, one package, is the top: nothing but ``python -m lashflow`` imports it.
 BASE = {"lashflow", "lashflow.errors", "lashflow.states", "lashflow.json_kinds",
-        "lashflow.json_input", "lashflow.json_text", "lashflow.rates"}
+        "lashflow.json_input", "lashflow.json_text", "lashflow.rates", "lashflow.slotted"}
 LAYERS: dict[str, set[str]] = {
     "lashflow.errors": set(),
+    "lashflow.slotted": set(),
     "lashflow.states": set(),
     "lashflow.json_text": set(),
     "lashflow.json_kinds": {"lashflow.errors"},

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import time
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..errors import LashflowError, UsageError
 from ..states import PAUSABLE, RUN_STATUSES, SETTLED, RunStatus
 from ..store import JournalEntry, RunQuery, Store
 from ..tools.clock import Clock
+from ..slotted import replace
 from .operator import RETRYABLE, GC_BATCH, Operator
 from .pages import pages_ahead
 from .pauses import Pauses, pause_info

@@ -29,6 +29,7 @@ from ..errors import DbError, LashflowError, ScheduleExists, ScheduleInvalid, Un
 from ..schedules import ScheduleSpec, decide, plan, tick_id
 from ..schedules.spec import check_name, parse_duration, parse_moment, zone_of
 from ..schedules.ticks import fire_at, next_ticks, tick_after, ticks_from
+from ..slotted import replace
 from ..states import SETTLED, RunStatus
 from ..store import RunRecord, RunSummary, ScheduleRow, Store
 from ..tools.clock import Clock
@@ -473,10 +474,7 @@ def _take_back(name: str, spec: ScheduleSpec, state: dict[str, Any],
 
 def replace_row(row: ScheduleRow, **changes: Any) -> ScheduleRow:
     """A copy of ``row`` with ``changes`` and the next version."""
-    values = {name: getattr(row, name) for name in ScheduleRow.__dataclass_fields__}
-    values.update(changes)
-    values["version"] = row.version + 1
-    return ScheduleRow(**values)
+    return replace(row, **{**changes, "version": row.version + 1})
 
 
 __all__ = ["BackfillReport", "FireReport", "ScheduleInfo", "Scheduler", "replace_row",

@@ -14,13 +14,13 @@ before it opens anything.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from ..errors import UsageError
 from ..states import RUN_STATUSES
 from ..store import RunQuery
+from ..slotted import replace
 
 FIELDS = ("status", "process", "version", "queue", "key", "parent", "error", "created",
           "updated")

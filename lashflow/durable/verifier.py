@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterable
 
 from ..errors import JournalCorrupt, LashflowError
@@ -16,6 +16,7 @@ from ..lang.changes import site_of
 from ..states import SETTLED, RUN_STATUSES
 from ..store import JournalEntry, JournalPage, RunQuery, RunRecord, Store
 from ..tools.clock import Clock
+from ..slotted import replace
 from .pages import pages_ahead
 from .programs import Compiled
 from .reads import Reads, check_run_filters

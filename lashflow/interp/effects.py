@@ -11,122 +11,185 @@ interpreter; batch members are ``<site_id>:<occurrence>:<i>``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
+from ..slotted import Slotted
 from ..states import RunStatus
 
 Value = Any  # a Lashlang runtime value (see lashflow.interp.values)
 
 
-@dataclass(slots=True)
-class ToolCall:
+class ToolCall(Slotted):
     """``module.operation(input)``; the host answers with a result wrapper record
     ``{"ok": True, "value": v}`` or ``{"ok": False, "error": "text"}``."""
 
-    step: str
-    module: str
-    operation: str
-    input: Value  # the JSON object sent to the tool (see ``tool_input``)
-    span: tuple[int, int] = (0, 0)
-    # A fan-out member: how many calls its batch formed (the journal keeps it, so a replay
-    # that forms another number is a mismatch). None for any other call.
-    width: int | None = None
+    __slots__ = ("step", "module", "operation", "input", "span", "width")
+
+    def __init__(
+            self,
+            step: str,
+            module: str,
+            operation: str,
+            input: Value,  # the JSON object sent to the tool (see ``tool_input``)
+            span: tuple[int, int] = (0, 0),
+            # A fan-out member: how many calls its batch formed (the journal keeps it, so a replay
+            # that forms another number is a mismatch). None for any other call.
+            width: int | None = None,
+    ) -> None:
+        self.step = step
+        self.module = module
+        self.operation = operation
+        self.input = input
+        self.span = span
+        self.width = width
 
 
-@dataclass(slots=True)
-class ToolBatch:
+class ToolBatch(Slotted):
     """Several calls dispatched concurrently; answers a list of wrappers in call order."""
 
-    step: str
-    calls: list[ToolCall]
-    span: tuple[int, int] = (0, 0)
+    __slots__ = ("step", "calls", "span")
+
+    def __init__(self, step: str, calls: list[ToolCall], span: tuple[int, int] = (0, 0)) -> None:
+        self.step = step
+        self.calls = calls
+        self.span = span
 
 
-@dataclass(slots=True)
-class StartProcess:
+class StartProcess(Slotted):
     """Register a child run; answers a handle record ``{"__handle__": "process", "id": ...}``."""
 
-    step: str
-    process: str
-    args: dict[str, Value]
-    span: tuple[int, int] = (0, 0)
+    __slots__ = ("step", "process", "args", "span")
+
+    def __init__(
+            self,
+            step: str,
+            process: str,
+            args: dict[str, Value],
+            span: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.step = step
+        self.process = process
+        self.args = args
+        self.span = span
 
 
-@dataclass(slots=True)
-class AwaitHandle:
+class AwaitHandle(Slotted):
     """Join a child run (or any other handle leaf); answers a result wrapper."""
 
-    step: str
-    handle: Value
-    span: tuple[int, int] = (0, 0)
+    __slots__ = ("step", "handle", "span")
+
+    def __init__(self, step: str, handle: Value, span: tuple[int, int] = (0, 0)) -> None:
+        self.step = step
+        self.handle = handle
+        self.span = span
 
 
-@dataclass(slots=True)
-class AwaitHandles:
+class AwaitHandles(Slotted):
     """The handle leaves an ``await`` joins, all at once (a record or list of handles):
     the host joins them together, so a run parked on several children says so; answers
     one result wrapper per leaf, in order."""
 
-    awaits: list[AwaitHandle]
+    __slots__ = ("awaits",)
+
+    def __init__(self, awaits: list[AwaitHandle]) -> None:
+        self.awaits = awaits
 
 
-@dataclass(slots=True)
-class CancelHandle:
-    step: str
-    handle: Value
-    span: tuple[int, int] = (0, 0)
+class CancelHandle(Slotted):
+    __slots__ = ("step", "handle", "span")
+
+    def __init__(self, step: str, handle: Value, span: tuple[int, int] = (0, 0)) -> None:
+        self.step = step
+        self.handle = handle
+        self.span = span
 
 
-@dataclass(slots=True)
-class Observe:
+class Observe(Slotted):
     """``print`` (main block) or ``yield``/``wake`` (process): answers None."""
 
-    step: str
-    kind: str  # "print" | "yield" | "wake"
-    value: Value
-    text: str
-    span: tuple[int, int] = (0, 0)
+    __slots__ = ("step", "kind", "value", "text", "span")
+
+    def __init__(
+            self,
+            step: str,
+            kind: str,  # "print" | "yield" | "wake"
+            value: Value,
+            text: str,
+            span: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.step = step
+        self.kind = kind
+        self.value = value
+        self.text = text
+        self.span = span
 
 
-@dataclass(slots=True)
-class SleepEffect:
-    step: str
-    mode: str  # "for" | "until"
-    value: Value
-    span: tuple[int, int] = (0, 0)
+class SleepEffect(Slotted):
+    __slots__ = ("step", "mode", "value", "span")
+
+    def __init__(
+            self,
+            step: str,
+            mode: str,  # "for" | "until"
+            value: Value,
+            span: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.step = step
+        self.mode = mode
+        self.value = value
+        self.span = span
 
 
-@dataclass(slots=True)
-class WaitSignalEffect:
+class WaitSignalEffect(Slotted):
     """Wait for the ``ordinal``-th (1-based) signal called ``name``; answers its payload."""
 
-    step: str
-    name: str
-    ordinal: int
-    span: tuple[int, int] = (0, 0)
+    __slots__ = ("step", "name", "ordinal", "span")
+
+    def __init__(self, step: str, name: str, ordinal: int, span: tuple[int, int] = (0, 0)) -> None:
+        self.step = step
+        self.name = name
+        self.ordinal = ordinal
+        self.span = span
 
 
-@dataclass(slots=True)
-class SignalRunEffect:
-    step: str
-    handle: Value
-    name: str
-    payload: Value
-    span: tuple[int, int] = (0, 0)
+class SignalRunEffect(Slotted):
+    __slots__ = ("step", "handle", "name", "payload", "span")
+
+    def __init__(
+            self,
+            step: str,
+            handle: Value,
+            name: str,
+            payload: Value,
+            span: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.step = step
+        self.handle = handle
+        self.name = name
+        self.payload = payload
+        self.span = span
 
 
-@dataclass(slots=True)
-class Finish:
-    value: Value
-    span: tuple[int, int] = (0, 0)
+class Finish(Slotted):
+    __slots__ = ("value", "span")
+
+    def __init__(self, value: Value, span: tuple[int, int] = (0, 0)) -> None:
+        self.value = value
+        self.span = span
 
 
-@dataclass(slots=True)
-class Fail:
-    value: Value
-    span: tuple[int, int] = (0, 0)
-    text: str = ""  # the failure's text, from the value before it became JSON (a tuple stays one)
+class Fail(Slotted):
+    __slots__ = ("value", "span", "text")
+
+    def __init__(
+            self,
+            value: Value,
+            span: tuple[int, int] = (0, 0),
+            text: str = "",  # the failure's text, from the value before it became JSON (a tuple stays one)
+    ) -> None:
+        self.value = value
+        self.span = span
+        self.text = text
 
 
 Effect = Union[
@@ -150,11 +213,19 @@ class Parked(Exception):
         self.waits = waits or []
 
 
-@dataclass(slots=True)
-class RunResult:
+class RunResult(Slotted):
     """How an interpreter run ended (before the host maps it to a run status)."""
 
-    status: RunStatus  # finished or failed
-    value: Value = None
-    error: Any = None
-    prints: list[str] = field(default_factory=list)
+    __slots__ = ("status", "value", "error", "prints")
+
+    def __init__(
+            self,
+            status: RunStatus,  # finished or failed
+            value: Value = None,
+            error: Any = None,
+            prints: list[str] | None = None,
+    ) -> None:
+        self.status = status
+        self.value = value
+        self.error = error
+        self.prints = [] if prints is None else prints

@@ -11,11 +11,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import JournalCorrupt
 from ..json_text import stored
+from ..slotted import Frozen, Slotted
 from ..states import AttemptStatus, RunStatus, StepStatus
 from .leases import owner_is_dead
 
@@ -29,241 +29,433 @@ SETTING_PREFIX = "setting."  # meta keys of ``Store.setting``: apart from the st
 BLOB_THRESHOLD = 64 * 1024  # outcomes above this are stored once, content-addressed
 
 
-@dataclass(slots=True)
-class StoreStats:
+class StoreStats(Slotted):
     """What the database says at one moment, for every process sharing it."""
 
-    runs_by_status: dict[str, int]
-    open_waits: dict[str, int]  # wait kind -> waits of parked runs
-    oldest_wait_age: dict[str, float]  # wait kind -> seconds since its longest-parked run parked
+    __slots__ = ("runs_by_status", "open_waits", "oldest_wait_age")
+
+    def __init__(
+            self,
+            runs_by_status: dict[str, int],
+            open_waits: dict[str, int],  # wait kind -> waits of parked runs
+            oldest_wait_age: dict[str, float],  # wait kind -> seconds since its longest-parked run parked
+    ) -> None:
+        self.runs_by_status = runs_by_status
+        self.open_waits = open_waits
+        self.oldest_wait_age = oldest_wait_age
 
 
-@dataclass(slots=True)
-class RunRecord:
-    run_id: str
-    source_hash: str
-    process: str | None
-    input: dict[str, Any]
-    input_hash: str
-    status: RunStatus = RunStatus.QUEUED
-    result: Any = None
-    error: dict[str, Any] | None = None
-    waiting: list[dict[str, Any]] = field(default_factory=list)
-    parent_run_id: str | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    lease_owner: str | None = None
-    lease_expires: float = 0.0
-    generation: int = 0
-    cancel_requested: bool = False
-    wake_at: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)  # where tools came from, for resume
+class RunRecord(Slotted):
+    __slots__ = ("run_id", "source_hash", "process", "input", "input_hash", "status",
+                 "result", "error", "waiting", "parent_run_id", "created_at", "updated_at",
+                 "lease_owner", "lease_expires", "generation", "cancel_requested",
+                 "wake_at", "meta")
+
+    def __init__(
+            self,
+            run_id: str,
+            source_hash: str,
+            process: str | None,
+            input: dict[str, Any],
+            input_hash: str,
+            status: RunStatus = RunStatus.QUEUED,
+            result: Any = None,
+            error: dict[str, Any] | None = None,
+            waiting: list[dict[str, Any]] | None = None,
+            parent_run_id: str | None = None,
+            created_at: float = 0.0,
+            updated_at: float = 0.0,
+            lease_owner: str | None = None,
+            lease_expires: float = 0.0,
+            generation: int = 0,
+            cancel_requested: bool = False,
+            wake_at: float | None = None,
+            meta: dict[str, Any] | None = None,  # where tools came from, for resume
+    ) -> None:
+        self.run_id = run_id
+        self.source_hash = source_hash
+        self.process = process
+        self.input = input
+        self.input_hash = input_hash
+        self.status = status
+        self.result = result
+        self.error = error
+        self.waiting = [] if waiting is None else waiting
+        self.parent_run_id = parent_run_id
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.lease_owner = lease_owner
+        self.lease_expires = lease_expires
+        self.generation = generation
+        self.cancel_requested = cancel_requested
+        self.wake_at = wake_at
+        self.meta = {} if meta is None else meta
 
 
-@dataclass(frozen=True, slots=True)
-class Claimed:
+class Claimed(Frozen):
     """A run just claimed, and whose lease it was before (a takeover if not None and not
     the claimant's)."""
 
+    __slots__ = ("run", "taken_from")
     run: RunRecord
     taken_from: str | None
 
+    def __init__(self, run: RunRecord, taken_from: str | None) -> None:
+        setter = object.__setattr__
+        setter(self, "run", run)
+        setter(self, "taken_from", taken_from)
 
-@dataclass(slots=True)
-class QueueTake:
+
+class QueueTake(Slotted):
     """A worker's turn at its queues (``Store.take_queued``): the new runs claimed for it
     at once, the runs being resumed that it may try to claim one by one, and when a
     rate-limited queue or key next allows a start (None: none waits for a rate)."""
 
-    claimed: list[Claimed]
-    listed: list[str]
-    allowed_at: float | None
+    __slots__ = ("claimed", "listed", "allowed_at")
+
+    def __init__(self, claimed: list[Claimed], listed: list[str], allowed_at: float | None) -> None:
+        self.claimed = claimed
+        self.listed = listed
+        self.allowed_at = allowed_at
 
 
-@dataclass(slots=True)
-class StepRecord:
+class StepRecord(Slotted):
     """One journal entry: an effect's identity and (once known) its outcome.
 
     ``status`` is ``done`` (outcome final), ``pending`` (parked on a key / timer / signal /
     child, see ``detail``) or ``started`` (a non-idempotent attempt is in flight).
     """
 
-    run_id: str
-    step_key: str
-    kind: str
-    tool: str | None = None
-    args_hash: str | None = None
-    status: StepStatus = StepStatus.DONE
-    outcome: Any = None
-    detail: dict[str, Any] = field(default_factory=dict)
-    seq: int = 0
-    created_at: float = 0.0
-    updated_at: float = 0.0
+    __slots__ = ("run_id", "step_key", "kind", "tool", "args_hash", "status", "outcome",
+                 "detail", "seq", "created_at", "updated_at")
+
+    def __init__(
+            self,
+            run_id: str,
+            step_key: str,
+            kind: str,
+            tool: str | None = None,
+            args_hash: str | None = None,
+            status: StepStatus = StepStatus.DONE,
+            outcome: Any = None,
+            detail: dict[str, Any] | None = None,
+            seq: int = 0,
+            created_at: float = 0.0,
+            updated_at: float = 0.0,
+    ) -> None:
+        self.run_id = run_id
+        self.step_key = step_key
+        self.kind = kind
+        self.tool = tool
+        self.args_hash = args_hash
+        self.status = status
+        self.outcome = outcome
+        self.detail = {} if detail is None else detail
+        self.seq = seq
+        self.created_at = created_at
+        self.updated_at = updated_at
 
 
-@dataclass(slots=True)
-class AttemptRecord:
-    run_id: str
-    step_key: str
-    attempt: int
-    status: AttemptStatus
-    code: str | None = None
-    message: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
-    started_at: float | None = None
-    finished_at: float | None = None
-    # The attempt's first and only write, committed with its step: a store may keep it in
-    # the step's row instead of a row of its own (SQLite does, ADR 0010); read back, an
-    # attempt that was kept so (rewriting its step would lose it). Not compared.
-    with_step: bool = field(default=False, compare=False)
+class AttemptRecord(Slotted):
+    __slots__ = ("run_id", "step_key", "attempt", "status", "code", "message", "detail",
+                 "started_at", "finished_at", "with_step")
+
+    def __init__(
+            self,
+            run_id: str,
+            step_key: str,
+            attempt: int,
+            status: AttemptStatus,
+            code: str | None = None,
+            message: str | None = None,
+            detail: dict[str, Any] | None = None,
+            started_at: float | None = None,
+            finished_at: float | None = None,
+            # The attempt's first and only write, committed with its step: a store may keep it in
+            # the step's row instead of a row of its own (SQLite does, ADR 0010); read back, an
+            # attempt that was kept so (rewriting its step would lose it). Not compared.
+            with_step: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        self.step_key = step_key
+        self.attempt = attempt
+        self.status = status
+        self.code = code
+        self.message = message
+        self.detail = {} if detail is None else detail
+        self.started_at = started_at
+        self.finished_at = finished_at
+        self.with_step = with_step
+
+    def _values(self) -> tuple[Any, ...]:
+        return (self.run_id, self.step_key, self.attempt, self.status, self.code, self.message,
+                self.detail, self.started_at, self.finished_at)
 
 
-@dataclass(slots=True)
-class RunChange:
+class RunChange(Slotted):
     """A run-row update written in the same transaction as the run's journal writes."""
 
-    status: RunStatus
-    result: Any = None
-    error: dict[str, Any] | None = None
-    waiting: list[dict[str, Any]] = field(default_factory=list)
-    wake_at: float | None = None
-    release_lease: bool = False
-    # When the change happened, by the engine's clock (a test's FakeClock included): the
-    # store never stamps a run with a clock of its own.
-    updated_at: float | None = None
+    __slots__ = ("status", "result", "error", "waiting", "wake_at", "release_lease",
+                 "updated_at")
+
+    def __init__(
+            self,
+            status: RunStatus,
+            result: Any = None,
+            error: dict[str, Any] | None = None,
+            waiting: list[dict[str, Any]] | None = None,
+            wake_at: float | None = None,
+            release_lease: bool = False,
+            # When the change happened, by the engine's clock (a test's FakeClock included): the
+            # store never stamps a run with a clock of its own.
+            updated_at: float | None = None,
+    ) -> None:
+        self.status = status
+        self.result = result
+        self.error = error
+        self.waiting = [] if waiting is None else waiting
+        self.wake_at = wake_at
+        self.release_lease = release_lease
+        self.updated_at = updated_at
 
 
-@dataclass(slots=True)
-class Commit:
+class Commit(Slotted):
     """Everything one run writes at one point; committed atomically (and grouped with
     other runs' commits that are ready at the same moment)."""
 
-    run_id: str
-    generation: int | None  # None: no fencing (admin writes such as cancel)
-    steps: list[StepRecord] = field(default_factory=list)
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    run: RunChange | None = None
-    # Another run to make due (a parent waiting on this child), in the same transaction:
-    # a crash right after the child settles cannot lose the parent's wake-up.
-    wake: str | None = None
-    wake_at: float = 0.0
-    # Events with no row behind them, written after those its rows make: an idempotent
-    # call that has been running a while is announced (``store.events.step_event``).
-    events: list[tuple[str, str, float]] = field(default_factory=list)
+    __slots__ = ("run_id", "generation", "steps", "attempts", "run", "wake", "wake_at",
+                 "events")
+
+    def __init__(
+            self,
+            run_id: str,
+            generation: int | None,  # None: no fencing (admin writes such as cancel)
+            steps: list[StepRecord] | None = None,
+            attempts: list[AttemptRecord] | None = None,
+            run: RunChange | None = None,
+            # Another run to make due (a parent waiting on this child), in the same transaction:
+            # a crash right after the child settles cannot lose the parent's wake-up.
+            wake: str | None = None,
+            wake_at: float = 0.0,
+            # Events with no row behind them, written after those its rows make: an idempotent
+            # call that has been running a while is announced (``store.events.step_event``).
+            events: list[tuple[str, str, float]] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.generation = generation
+        self.steps = [] if steps is None else steps
+        self.attempts = [] if attempts is None else attempts
+        self.run = run
+        self.wake = wake
+        self.wake_at = wake_at
+        self.events = [] if events is None else events
 
 
-@dataclass(slots=True)
-class Reopening:
+class Reopening(Slotted):
     """One stopped run to put back in the queue (``Store.reopen_runs``): ``edit`` changes
     its meta; the completion rows of the steps in ``forget`` go (they wait afresh);
     ``attempts`` are written as rows of their own first (an attempt riding in a step row
     that is about to be rewritten would be lost with it)."""
 
-    run_id: str
-    edit: Callable[[dict[str, Any]], None]
-    forget: Sequence[str] = ()
-    attempts: Sequence[AttemptRecord] = ()
+    __slots__ = ("run_id", "edit", "forget", "attempts")
+
+    def __init__(
+            self,
+            run_id: str,
+            edit: Callable[[dict[str, Any]], None],
+            forget: Sequence[str] = (),
+            attempts: Sequence[AttemptRecord] = (),
+    ) -> None:
+        self.run_id = run_id
+        self.edit = edit
+        self.forget = forget
+        self.attempts = attempts
 
 
-@dataclass(slots=True)
-class RunQuery:
+class RunQuery(Slotted):
     """Which runs ``Store.query_runs`` returns: newest first, ``limit`` at a time.
 
     ``statuses`` empty means all; ``since``/``until`` bound ``created_at`` (since <=
     created_at < until); ``cursor`` is the ``next_cursor`` of the previous page."""
 
-    statuses: tuple[str, ...] = ()
-    process: str | None = None
-    parent: str | None = None
-    since: float | None = None
-    until: float | None = None
-    limit: int = 50
-    cursor: str | None = None
-    # what a bulk action's ``--where`` adds (ADR 0032): any of these processes, deployed
-    # versions, error codes; ``updated_since <= updated_at < updated_until``
-    processes: tuple[str, ...] = ()
-    versions: tuple[int, ...] = ()
-    error_codes: tuple[str, ...] = ()
-    updated_since: float | None = None
-    updated_until: float | None = None
-    queue: str | None = None  # runs of this queue (ADR 0031)
-    key: str | None = None  # with ``queue``: of this key in it
+    __slots__ = ("statuses", "process", "parent", "since", "until", "limit", "cursor",
+                 "processes", "versions", "error_codes", "updated_since", "updated_until",
+                 "queue", "key")
+
+    def __init__(
+            self,
+            statuses: tuple[str, ...] = (),
+            process: str | None = None,
+            parent: str | None = None,
+            since: float | None = None,
+            until: float | None = None,
+            limit: int = 50,
+            cursor: str | None = None,
+            # what a bulk action's ``--where`` adds (ADR 0032): any of these processes, deployed
+            # versions, error codes; ``updated_since <= updated_at < updated_until``
+            processes: tuple[str, ...] = (),
+            versions: tuple[int, ...] = (),
+            error_codes: tuple[str, ...] = (),
+            updated_since: float | None = None,
+            updated_until: float | None = None,
+            queue: str | None = None,  # runs of this queue (ADR 0031)
+            key: str | None = None,  # with ``queue``: of this key in it
+    ) -> None:
+        self.statuses = statuses
+        self.process = process
+        self.parent = parent
+        self.since = since
+        self.until = until
+        self.limit = limit
+        self.cursor = cursor
+        self.processes = processes
+        self.versions = versions
+        self.error_codes = error_codes
+        self.updated_since = updated_since
+        self.updated_until = updated_until
+        self.queue = queue
+        self.key = key
 
 
-@dataclass(slots=True)
-class RunSummary:
+class RunSummary(Slotted):
     """A run without its input, result and journal: what a list of runs shows."""
 
-    run_id: str
-    process: str | None
-    status: RunStatus
-    parent_run_id: str | None
-    created_at: float
-    updated_at: float
-    waiting: list[dict[str, Any]] = field(default_factory=list)
-    error: dict[str, Any] | None = None
-    wake_at: float | None = None
-    cancel_requested: bool = False
-    lease_owner: str | None = None
-    lease_expires: float = 0.0
-    note: str | None = None
-    version: int | None = None  # the deployed version it runs (ADR 0026)
-    paused: dict[str, Any] | None = None  # who paused it, when and why (ADR 0032)
+    __slots__ = ("run_id", "process", "status", "parent_run_id", "created_at", "updated_at",
+                 "waiting", "error", "wake_at", "cancel_requested", "lease_owner",
+                 "lease_expires", "note", "version", "paused")
+
+    def __init__(
+            self,
+            run_id: str,
+            process: str | None,
+            status: RunStatus,
+            parent_run_id: str | None,
+            created_at: float,
+            updated_at: float,
+            waiting: list[dict[str, Any]] | None = None,
+            error: dict[str, Any] | None = None,
+            wake_at: float | None = None,
+            cancel_requested: bool = False,
+            lease_owner: str | None = None,
+            lease_expires: float = 0.0,
+            note: str | None = None,
+            version: int | None = None,  # the deployed version it runs (ADR 0026)
+            paused: dict[str, Any] | None = None,  # who paused it, when and why (ADR 0032)
+    ) -> None:
+        self.run_id = run_id
+        self.process = process
+        self.status = status
+        self.parent_run_id = parent_run_id
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.waiting = [] if waiting is None else waiting
+        self.error = error
+        self.wake_at = wake_at
+        self.cancel_requested = cancel_requested
+        self.lease_owner = lease_owner
+        self.lease_expires = lease_expires
+        self.note = note
+        self.version = version
+        self.paused = paused
 
 
-@dataclass(slots=True)
-class RunPage:
-    runs: list[RunSummary]
-    next_cursor: str | None = None  # None: this was the last page
+class RunPage(Slotted):
+    __slots__ = ("runs", "next_cursor")
+
+    def __init__(
+            self,
+            runs: list[RunSummary],
+            next_cursor: str | None = None,  # None: this was the last page
+    ) -> None:
+        self.runs = runs
+        self.next_cursor = next_cursor
 
 
-@dataclass(slots=True)
-class JournalEntry:
+class JournalEntry(Slotted):
     """One run of a ``JournalPage`` with its journal; a journal that cannot be trusted
     leaves ``steps``/``attempts`` empty and says why in ``journal_error``."""
 
-    run: RunRecord
-    steps: list[StepRecord] = field(default_factory=list)
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    journal_error: JournalCorrupt | None = None
+    __slots__ = ("run", "steps", "attempts", "journal_error")
+
+    def __init__(
+            self,
+            run: RunRecord,
+            steps: list[StepRecord] | None = None,
+            attempts: list[AttemptRecord] | None = None,
+            journal_error: JournalCorrupt | None = None,
+    ) -> None:
+        self.run = run
+        self.steps = [] if steps is None else steps
+        self.attempts = [] if attempts is None else attempts
+        self.journal_error = journal_error
 
 
-@dataclass(slots=True)
-class JournalPage:
-    entries: list[JournalEntry]
-    next_cursor: str | None = None  # None: this was the last page
+class JournalPage(Slotted):
+    __slots__ = ("entries", "next_cursor")
+
+    def __init__(
+            self,
+            entries: list[JournalEntry],
+            next_cursor: str | None = None,  # None: this was the last page
+    ) -> None:
+        self.entries = entries
+        self.next_cursor = next_cursor
 
 
-@dataclass(slots=True)
-class RunDetail:
+class RunDetail(Slotted):
     """One run with everything an operator looks at, read in one go.
 
     A journal that cannot be trusted leaves ``steps``/``attempts`` empty and says why in
     ``journal_error``: the run's own row still reads."""
 
-    run: RunRecord
-    steps: list[StepRecord] = field(default_factory=list)
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    children: list[RunSummary] = field(default_factory=list)
-    journal_error: JournalCorrupt | None = None
-    signals: list[tuple[str, int, Any]] = field(default_factory=list)  # (name, ordinal, payload)
+    __slots__ = ("run", "steps", "attempts", "children", "journal_error", "signals")
+
+    def __init__(
+            self,
+            run: RunRecord,
+            steps: list[StepRecord] | None = None,
+            attempts: list[AttemptRecord] | None = None,
+            children: list[RunSummary] | None = None,
+            journal_error: JournalCorrupt | None = None,
+            signals: list[tuple[str, int, Any]] | None = None,  # (name, ordinal, payload)
+    ) -> None:
+        self.run = run
+        self.steps = [] if steps is None else steps
+        self.attempts = [] if attempts is None else attempts
+        self.children = [] if children is None else children
+        self.journal_error = journal_error
+        self.signals = [] if signals is None else signals
 
 
-@dataclass(slots=True)
-class ScheduleRow:
+class ScheduleRow(Slotted):
     """A schedule as stored. ``due_at``: when a worker should next look at it (its next
     tick's fire time, or at once while a tick waits in its buffer); None once it has
     ended. Paused schedules are never due."""
 
-    name: str
-    definition: dict[str, Any]
-    state: dict[str, Any] = field(default_factory=dict)
-    paused: bool = False
-    note: str | None = None
-    due_at: float | None = None
-    version: int = 1
-    created_at: float = 0.0
-    updated_at: float = 0.0
+    __slots__ = ("name", "definition", "state", "paused", "note", "due_at", "version",
+                 "created_at", "updated_at")
+
+    def __init__(
+            self,
+            name: str,
+            definition: dict[str, Any],
+            state: dict[str, Any] | None = None,
+            paused: bool = False,
+            note: str | None = None,
+            due_at: float | None = None,
+            version: int = 1,
+            created_at: float = 0.0,
+            updated_at: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.definition = definition
+        self.state = {} if state is None else state
+        self.paused = paused
+        self.note = note
+        self.due_at = due_at
+        self.version = version
+        self.created_at = created_at
+        self.updated_at = updated_at
 
     def values(self) -> tuple[Any, ...]:
         """The row's column values in ``store.schedules.SCHEDULE_COLUMNS`` order."""
@@ -271,22 +463,39 @@ class ScheduleRow:
                 self.note, self.due_at, self.version, self.created_at, self.updated_at)
 
 
-@dataclass(slots=True)
-class QueueRow:
+class QueueRow(Slotted):
     """A queue as stored. ``rate``/``key_rate``: (starts, period in seconds) or None."""
 
-    name: str
-    concurrency: int | None = None
-    per_key: int | None = None
-    rate: tuple[float, float] | None = None
-    key_rate: tuple[float, float] | None = None
-    priority_levels: int = 5
-    fair: bool = False
-    paused: bool = False
-    vtime: float = 0.0
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    weights: dict[str, float] = field(default_factory=dict)
+    __slots__ = ("name", "concurrency", "per_key", "rate", "key_rate", "priority_levels",
+                 "fair", "paused", "vtime", "created_at", "updated_at", "weights")
+
+    def __init__(
+            self,
+            name: str,
+            concurrency: int | None = None,
+            per_key: int | None = None,
+            rate: tuple[float, float] | None = None,
+            key_rate: tuple[float, float] | None = None,
+            priority_levels: int = 5,
+            fair: bool = False,
+            paused: bool = False,
+            vtime: float = 0.0,
+            created_at: float = 0.0,
+            updated_at: float = 0.0,
+            weights: dict[str, float] | None = None,
+    ) -> None:
+        self.name = name
+        self.concurrency = concurrency
+        self.per_key = per_key
+        self.rate = rate
+        self.key_rate = key_rate
+        self.priority_levels = priority_levels
+        self.fair = fair
+        self.paused = paused
+        self.vtime = vtime
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.weights = {} if weights is None else weights
 
     def values(self) -> tuple[Any, ...]:
         """The row's values in ``QUEUE_COLUMNS`` order."""
@@ -297,42 +506,71 @@ class QueueRow:
                 float(self.vtime), float(self.created_at), float(self.updated_at))
 
 
-@dataclass(slots=True)
-class QueueStats:
+class QueueStats(Slotted):
     """What ``queue show`` and ``/metrics`` tell of one queue at one moment."""
 
-    waiting_by_priority: dict[int, int] = field(default_factory=dict)
-    waiting_by_key: dict[str, int] = field(default_factory=dict)
-    running_by_key: dict[str, int] = field(default_factory=dict)
-    oldest_waiting: float | None = None  # created_at of the oldest run not started yet
-    rate_limited_until: float | None = None  # the queue's own bucket
-    keys_rate_limited: int = 0
+    __slots__ = ("waiting_by_priority", "waiting_by_key", "running_by_key",
+                 "oldest_waiting", "rate_limited_until", "keys_rate_limited")
+
+    def __init__(
+            self,
+            waiting_by_priority: dict[int, int] | None = None,
+            waiting_by_key: dict[str, int] | None = None,
+            running_by_key: dict[str, int] | None = None,
+            oldest_waiting: float | None = None,  # created_at of the oldest run not started yet
+            rate_limited_until: float | None = None,  # the queue's own bucket
+            keys_rate_limited: int = 0,
+    ) -> None:
+        self.waiting_by_priority = {} if waiting_by_priority is None else waiting_by_priority
+        self.waiting_by_key = {} if waiting_by_key is None else waiting_by_key
+        self.running_by_key = {} if running_by_key is None else running_by_key
+        self.oldest_waiting = oldest_waiting
+        self.rate_limited_until = rate_limited_until
+        self.keys_rate_limited = keys_rate_limited
 
 
-@dataclass(slots=True)
-class RateLimitRow:
+class RateLimitRow(Slotted):
     """A token bucket as stored (``store.ratelimits``): a named limit, or a tool's own
     (``own``: its rate comes from the tool's code). ``tat``: the bucket's theoretical
     arrival time, the first free slot; ``calls``: slots handed out, ``delayed``: of
     those, how many were later than the take."""
 
-    name: str
-    rate: tuple[float, float]
-    tat: float = 0.0
-    calls: int = 0
-    delayed: int = 0
-    own: bool = False
-    created_at: float = 0.0
-    updated_at: float = 0.0
+    __slots__ = ("name", "rate", "tat", "calls", "delayed", "own", "created_at",
+                 "updated_at")
+
+    def __init__(
+            self,
+            name: str,
+            rate: tuple[float, float],
+            tat: float = 0.0,
+            calls: int = 0,
+            delayed: int = 0,
+            own: bool = False,
+            created_at: float = 0.0,
+            updated_at: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.rate = rate
+        self.tat = tat
+        self.calls = calls
+        self.delayed = delayed
+        self.own = own
+        self.created_at = created_at
+        self.updated_at = updated_at
 
 
-@dataclass(frozen=True, slots=True)
-class RateTake:
+class RateTake(Frozen):
     """Slots a take reserved: the first at ``first``, one every ``spacing`` seconds
     after it."""
 
+    __slots__ = ("first", "spacing")
     first: float
     spacing: float
+
+    def __init__(self, first: float, spacing: float) -> None:
+        setter = object.__setattr__
+        setter(self, "first", first)
+        setter(self, "spacing", spacing)
 
 
 class WriterLease:

@@ -5,13 +5,13 @@ with a bound, and the lone writer's inline commit writes the same records as the
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 from typing import Any
 
 from lashflow.errors import DbError
 from lashflow.store import AttemptRecord, Commit, RunChange, RunRecord, StepRecord, Store
 from lashflow.store import programs
+from lashflow.slotted import replace
 
 # A guard against a hang, never a timing assertion: each wait below ends on an event.
 HANG = 60.0
@@ -83,7 +83,7 @@ async def script(store: Store, run_id: str) -> list[Any]:
                          seq=0, created_at=1.0, updated_at=1.0)
     await store.commit(Commit(run_id, generation, steps=[started],
                               attempts=[AttemptRecord(run_id, "a:0", 1, "started", started_at=1.0)]))
-    done = dataclasses.replace(started, status="done", outcome={"status": "ok", "value": 1},
+    done = replace(started, status="done", outcome={"status": "ok", "value": 1},
                                updated_at=2.0)
     await store.commit(Commit(run_id, generation, steps=[done], attempts=[
         AttemptRecord(run_id, "a:0", 1, "ok", started_at=1.0, finished_at=2.0, with_step=True)]))
@@ -99,8 +99,8 @@ async def script(store: Store, run_id: str) -> list[Any]:
     await store.commit(Commit(run_id, generation, run=RunChange(
         "finished", result=1, release_lease=True, updated_at=6.0)))
     run = await store.get_run(run_id)
-    return [dataclasses.replace(run, run_id="R"),
-            [dataclasses.replace(record, run_id="R") for part in await store.load_journal(run_id)
+    return [replace(run, run_id="R"),
+            [replace(record, run_id="R") for part in await store.load_journal(run_id)
              for record in part],
             dict(await store.completion_get(run_id, "k:0") or {}, run_id="R"),
             await store.get_signal(run_id, "go", 1), await store.get_signal(run_id, "go", 2),

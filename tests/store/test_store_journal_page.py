@@ -5,7 +5,7 @@ that cannot be trusted on its run instead of failing the page."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from lashflow.slotted import replace
 from typing import Any
 
 from lashflow import Engine, RunStatus, ToolCall, ToolResult, tool

@@ -1,0 +1,63 @@
+"""``Slotted``: value classes written out by hand, with what a dataclass gave them.
+
+A dataclass compiles its methods from generated text when its module is imported (about
+2.5 M instructions a class, more when frozen), and every `lashflow resume` imports the
+store's rows, the interpreter's effects and the engine's outcomes before its first step
+(ADR 0044). These classes are built on every step, so each writes its own ``__slots__``
+and ``__init__`` (as fast as a generated one, and compiled once into the bytecode
+cache); ``Slotted`` adds what a dataclass added beside it, reading the field names from
+``__slots__``: equality field by field within one class, the same repr, no hash
+(``Frozen``: no assignment, and a hash). ``replace`` is ``dataclasses.replace`` for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+S = TypeVar("S", bound="Slotted")
+
+
+class Slotted:
+    """Base of a value class whose ``__slots__`` name its fields, in ``__init__``'s order."""
+
+    __slots__: tuple[str, ...] = ()
+    __hash__ = None  # type: ignore[assignment]  # mutable values, as a dataclass's
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple([getattr(self, name) for name in type(self).__slots__])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Slotted)
+        return self._values() == other._values()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in type(self).__slots__)
+        return f"{type(self).__qualname__}({shown})"
+
+
+class Frozen(Slotted):
+    """A ``Slotted`` whose fields are not assigned after ``__init__`` (which sets them
+    with ``object.__setattr__``), and which hashes, as a frozen dataclass."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]  # Slotted's is None
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+
+def replace(value: S, **changes: Any) -> S:
+    """A copy of ``value`` with ``changes``, made through its ``__init__``."""
+    fields = {name: getattr(value, name) for name in type(value).__slots__}
+    fields.update(changes)
+    return type(value)(**fields)
+
+
+__all__ = ["Frozen", "Slotted", "replace"]
