@@ -6,8 +6,9 @@ source location is known); nothing else should ever reach a user as a traceback.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from .slotted import Frozen
 
 
 class LashflowError(Exception):
@@ -154,12 +155,17 @@ class JournalCorrupt(DbError):
                    "the steps table", run_id=run_id, step=step_key)
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
+class Position(Frozen):
     """1-based line and column; columns count characters, not bytes."""
 
+    __slots__ = ("line", "column")
     line: int
     column: int
+
+    def __init__(self, line: int, column: int) -> None:
+        setter = object.__setattr__
+        setter(self, "line", line)
+        setter(self, "column", column)
 
 
 def position_of(source: str, offset: int) -> Position:

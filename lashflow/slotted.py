@@ -53,11 +53,11 @@ class Frozen(Slotted):
         raise AttributeError(f"cannot delete field {name!r}")
 
 
-def replace(value: S, **changes: Any) -> S:
-    """A copy of ``value`` with ``changes``, made through its ``__init__``."""
-    fields = {name: getattr(value, name) for name in type(value).__slots__}
+def replace(original: S, /, **changes: Any) -> S:
+    """A copy of ``original`` with ``changes``, made through its ``__init__``."""
+    fields = {name: getattr(original, name) for name in type(original).__slots__}
     fields.update(changes)
-    return type(value)(**fields)
+    return type(original)(**fields)
 
 
 __all__ = ["Frozen", "Slotted", "replace"]

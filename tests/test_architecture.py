@@ -159,7 +159,7 @@ def test_the_replay_machine_and_the_verifier_decide_without_io() -> None:
 BASE = {"lashflow", "lashflow.errors", "lashflow.states", "lashflow.json_kinds",
         "lashflow.json_input", "lashflow.json_text", "lashflow.rates", "lashflow.slotted"}
 LAYERS: dict[str, set[str]] = {
-    "lashflow.errors": set(),
+    "lashflow.errors": {"lashflow.slotted"},
     "lashflow.slotted": set(),
     "lashflow.states": set(),
     "lashflow.json_text": set(),

@@ -7,7 +7,6 @@ for whichever worker comes next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import LashflowError, MissingTools, RunBusy, RunSettled
@@ -21,17 +20,20 @@ from .driver import Driver
 from .programs import Programs, signal_names
 from .reads import Reads
 from .tool_runner import ToolRunner
+from ..slotted import Slotted
 
 
-@dataclass(slots=True)
-class Delivery:
+class Delivery(Slotted):
     """A resolved completion key: the run it belongs to and its status after delivery.
     ``duplicate``: the very same answer was recorded before (a sender's retry), so this
     one changed nothing; a different answer is refused (``completion_already_resolved``)."""
 
-    run_id: str
-    status: RunStatus
-    duplicate: bool = False
+    __slots__ = ("run_id", "status", "duplicate")
+
+    def __init__(self, run_id: str, status: RunStatus, duplicate: bool = False) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.duplicate = duplicate
 
 
 def same_answer(winner: Resolution | None, result: Any) -> bool:

@@ -14,7 +14,6 @@ import contextlib
 import contextvars
 import logging
 import os
-from dataclasses import dataclass, field
 from shlex import quote
 from typing import Any, AsyncIterator
 
@@ -44,6 +43,7 @@ from .programs import Compiled, Programs, source_digest
 from .reads import Reads
 from .replay import ReplayMachine, check_journal
 from .tool_runner import ToolRunner
+from ..slotted import Slotted
 
 log = logging.getLogger("lashflow.engine")
 
@@ -51,15 +51,24 @@ log = logging.getLogger("lashflow.engine")
 DRAIN_GRACE = 10.0  # seconds a closing engine waits for drives to reach an effect boundary
 
 
-@dataclass(slots=True)
-class Drive:
+class Drive(Slotted):
     """One drive of one run: the lease generation it holds and what it runs."""
 
-    run: RunRecord
-    generation: int
-    compiled: Compiled
-    flags: DriveFlags = field(default_factory=DriveFlags)
-    lease_lost: bool = False  # a renewal found the lease gone (``heartbeat``)
+    __slots__ = ("run", "generation", "compiled", "flags", "lease_lost")
+
+    def __init__(
+            self,
+            run: RunRecord,
+            generation: int,
+            compiled: Compiled,
+            flags: DriveFlags | None = None,
+            lease_lost: bool = False,  # a renewal found the lease gone (``heartbeat``)
+    ) -> None:
+        self.run = run
+        self.generation = generation
+        self.compiled = compiled
+        self.flags = DriveFlags() if flags is None else flags
+        self.lease_lost = lease_lost
 
 
 class Slot:

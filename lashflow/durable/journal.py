@@ -6,7 +6,6 @@ machine's (``replay.py``); this is the I/O around it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..errors import LashflowError
@@ -15,18 +14,30 @@ from ..tools.attempts import CancelSignal
 from ..tools.clock import Clock
 from .events import Events
 from .replay import ReplayMachine
+from ..slotted import Slotted
 
 
-@dataclass(slots=True)
-class DriveFlags:
+class DriveFlags(Slotted):
     """What others ask of a drive while it runs; read by the host at each effect."""
 
-    cancel_requested: bool = False
-    drain_requested: bool = False
-    pause_requested: bool = False  # an operator paused the run: stop at the next effect
-    retry_interrupted: bool = False
-    cancel_reason: str | None = None
-    cancel_signal: CancelSignal = field(default_factory=CancelSignal)
+    __slots__ = ("cancel_requested", "drain_requested", "pause_requested",
+                 "retry_interrupted", "cancel_reason", "cancel_signal")
+
+    def __init__(
+            self,
+            cancel_requested: bool = False,
+            drain_requested: bool = False,
+            pause_requested: bool = False,  # an operator paused the run: stop at the next effect
+            retry_interrupted: bool = False,
+            cancel_reason: str | None = None,
+            cancel_signal: CancelSignal | None = None,
+    ) -> None:
+        self.cancel_requested = cancel_requested
+        self.drain_requested = drain_requested
+        self.pause_requested = pause_requested
+        self.retry_interrupted = retry_interrupted
+        self.cancel_reason = cancel_reason
+        self.cancel_signal = CancelSignal() if cancel_signal is None else cancel_signal
 
     def request_cancel(self) -> None:
         """Stop at the next effect; in-flight attempts get their grace, then are cancelled."""

@@ -14,7 +14,6 @@ on the new run, ``forks`` on the original) and drives it from there.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import RunBusy, RunConflict, UnknownStep, UsageError
@@ -27,6 +26,7 @@ from ..tools.clock import Clock
 from .replay import retired
 from .order import batch_of, display_order, succeeded
 from .reads import Reads
+from ..slotted import Slotted
 
 RETRYABLE = STOPPED - {RunStatus.FINISHED}
 
@@ -180,14 +180,22 @@ class Operator:
         return new_id
 
 
-@dataclass(slots=True)
-class GcReport:
+class GcReport(Slotted):
     """What retention deleted (or, in a dry run, would delete)."""
 
-    runs: int
-    blobs: int
-    dry_run: bool
-    run_ids: list[str] = field(default_factory=list)  # the first few, for a person to check
+    __slots__ = ("runs", "blobs", "dry_run", "run_ids")
+
+    def __init__(
+            self,
+            runs: int,
+            blobs: int,
+            dry_run: bool,
+            run_ids: list[str] | None = None,  # the first few, for a person to check
+    ) -> None:
+        self.runs = runs
+        self.blobs = blobs
+        self.dry_run = dry_run
+        self.run_ids = [] if run_ids is None else run_ids
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "blobs": self.blobs, "dry_run": self.dry_run,

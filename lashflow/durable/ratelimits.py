@@ -20,7 +20,6 @@ then parks its run with a ``rate`` wait in state ``global`` that comes due
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from shlex import quote
 from typing import Any, Iterable
 
@@ -28,6 +27,7 @@ from ..store import Store
 from ..tools.clock import Clock
 from ..tools.definition import ToolDefinition
 from .outcome import Wait
+from ..slotted import Slotted
 
 RATE_LEAD = 0.25  # a run parked for a slot comes due this long before it
 # a slot this near is waited for in the call (the run keeps its worker slot); never less
@@ -58,13 +58,19 @@ def reservations(waiting: Iterable[Any]) -> dict[str, float]:
     return found
 
 
-@dataclass(slots=True)
-class Plan:
+class Plan(Slotted):
     """What a batch's limits decided: when each limited call may start (step key ->
     its slot), and the waits of calls that park the run."""
 
-    slots: dict[str, float] = field(default_factory=dict)
-    waits: list[Wait] = field(default_factory=list)
+    __slots__ = ("slots", "waits")
+
+    def __init__(
+            self,
+            slots: dict[str, float] | None = None,
+            waits: list[Wait] | None = None,
+    ) -> None:
+        self.slots = {} if slots is None else slots
+        self.waits = [] if waits is None else waits
 
 
 async def _sleep_until(clock: Clock, until: float, cancel: asyncio.Event | None,

@@ -15,7 +15,6 @@ its next effect or with its end (ADR 0009), so nothing observable happens while 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from shlex import quote
 from typing import Any, Callable, Sequence
 
@@ -28,6 +27,7 @@ from ..store.base import AttemptRecord, StepRecord
 from ..tools.outcome import OutcomeStatus, ToolOutcome
 from .canonical import canonical_json, diff_paths, digest, digest_text
 from .outcome import Wait
+from ..slotted import Slotted
 
 MAX_DETAIL_ARGS = 4096  # arguments above this size are kept as a hash only
 _TOOL_OUTCOME_STATUSES = frozenset(OutcomeStatus)
@@ -42,21 +42,36 @@ ATTENTION = "attention"  # not safe to go on alone (an interrupted non-idempoten
 FAIL = "fail"            # the recorded outcome fails the run (a FAIL_TURN timeout)
 
 
-@dataclass(slots=True)
-class Decision:
+class Decision(Slotted):
     """What to do about one effect (or one member of a batch)."""
 
-    action: str
-    step: str
-    answer: Any = None
-    attempt: int = 1
-    record: StepRecord | None = None  # the recorded step it was decided on, if any
-    # empty tuples by default: a replayed step (the common decision) allocates no lists
-    writes: Sequence[StepRecord] = ()
-    attempts: Sequence[AttemptRecord] = ()
-    waits: Sequence[Wait] = ()
-    paths: Sequence[str] = ()
-    message: str = ""
+    __slots__ = ("action", "step", "answer", "attempt", "record", "writes", "attempts",
+                 "waits", "paths", "message")
+
+    def __init__(
+            self,
+            action: str,
+            step: str,
+            answer: Any = None,
+            attempt: int = 1,
+            record: StepRecord | None = None,  # the recorded step it was decided on, if any
+            # empty tuples by default: a replayed step (the common decision) allocates no lists
+            writes: Sequence[StepRecord] = (),
+            attempts: Sequence[AttemptRecord] = (),
+            waits: Sequence[Wait] = (),
+            paths: Sequence[str] = (),
+            message: str = "",
+    ) -> None:
+        self.action = action
+        self.step = step
+        self.answer = answer
+        self.attempt = attempt
+        self.record = record
+        self.writes = writes
+        self.attempts = attempts
+        self.waits = waits
+        self.paths = paths
+        self.message = message
 
 
 def check_journal(run_id: str, steps: list[StepRecord]) -> None:

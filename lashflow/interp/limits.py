@@ -8,11 +8,12 @@ enough and closures reach it without carrying the VM around.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, TypeVar
 
 from lashflow.errors import LimitExceeded
 from lashflow.interp.errors import LashRuntimeError
+
+from ..slotted import Frozen
 
 T = TypeVar("T")
 Seq = TypeVar("Seq", list[Any], tuple[Any, ...])
@@ -22,18 +23,41 @@ RECORD_ENTRY_BYTES = 64  # estimated bytes per record entry
 WORK_PER_STEP = 16  # items or characters copied or scanned per interpreter step
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Frozen):
     """Configurable per-run limits; every violation raises ``LimitExceeded``."""
 
-    max_steps: int = 10_000_000  # interpreter steps between two effects
-    max_value_bytes: int = 64 * 1024 * 1024  # estimated size of one value
-    max_effects: int = 100_000  # effects per run
-    max_range_items: int = 1_000_000  # items one `range` call may create
-    max_child_depth: int = 64  # runs nested by `start` (a process that starts itself stops here)
-    max_journal_bytes: int = 256 * 1024 * 1024  # what one run's prints and yields may journal
-    max_batch_width: int = 10_000  # calls one fan-out `await [call for x in xs]` may form
-    max_live_bytes: int = 256 * 1024 * 1024  # estimated size of all values a run holds
+    __slots__ = ("max_steps", "max_value_bytes", "max_effects", "max_range_items",
+                 "max_child_depth", "max_journal_bytes", "max_batch_width",
+                 "max_live_bytes")
+    max_steps: int
+    max_value_bytes: int
+    max_effects: int
+    max_range_items: int
+    max_child_depth: int
+    max_journal_bytes: int
+    max_batch_width: int
+    max_live_bytes: int
+
+    def __init__(
+            self,
+            max_steps: int = 10_000_000,  # interpreter steps between two effects
+            max_value_bytes: int = 64 * 1024 * 1024,  # estimated size of one value
+            max_effects: int = 100_000,  # effects per run
+            max_range_items: int = 1_000_000,  # items one `range` call may create
+            max_child_depth: int = 64,  # runs nested by `start` (a process that starts itself stops here)
+            max_journal_bytes: int = 256 * 1024 * 1024,  # what one run's prints and yields may journal
+            max_batch_width: int = 10_000,  # calls one fan-out `await [call for x in xs]` may form
+            max_live_bytes: int = 256 * 1024 * 1024,  # estimated size of all values a run holds
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "max_steps", max_steps)
+        setter(self, "max_value_bytes", max_value_bytes)
+        setter(self, "max_effects", max_effects)
+        setter(self, "max_range_items", max_range_items)
+        setter(self, "max_child_depth", max_child_depth)
+        setter(self, "max_journal_bytes", max_journal_bytes)
+        setter(self, "max_batch_width", max_batch_width)
+        setter(self, "max_live_bytes", max_live_bytes)
 
 
 # Every so many bytes of new values (estimated), the values the run holds are measured:

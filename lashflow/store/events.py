@@ -15,13 +15,13 @@ or resume command goes into one (waits keep their kind, step, tool, deadline, si
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import UsageError
 from ..states import TEXT, RunStatus, StepStatus
 from .base import AttemptRecord, Commit, RunChange, RunRecord, StepRecord
 from .rows import dumps, loads
+from ..slotted import Frozen
 
 VALUE_LIMIT = 4096  # characters of JSON a value may take inside an event
 KINDS = ("run", "step", "attempt", "print", "yield")
@@ -31,17 +31,34 @@ EventRow = tuple[str, str, float]  # (kind, data as JSON text, at)
 RunEventRow = tuple[str, str, str, float]  # (run_id, kind, data as JSON text, at)
 
 
-@dataclass(frozen=True, slots=True)
-class RunEvent:
+class RunEvent(Frozen):
     """One event of a run: ``seq`` its offset in the run's log, ``cursor`` its place in
     the feed of every run (opaque; ``Store.feed`` resumes after it)."""
 
+    __slots__ = ("run_id", "seq", "kind", "data", "at", "cursor")
     run_id: str
     seq: int
     kind: str
     data: dict[str, Any]
     at: float
-    cursor: str = ""
+    cursor: str
+
+    def __init__(
+            self,
+            run_id: str,
+            seq: int,
+            kind: str,
+            data: dict[str, Any],
+            at: float,
+            cursor: str = "",
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "run_id", run_id)
+        setter(self, "seq", seq)
+        setter(self, "kind", kind)
+        setter(self, "data", data)
+        setter(self, "at", at)
+        setter(self, "cursor", cursor)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.data, "run_id": self.run_id, "seq": self.seq, "kind": self.kind,

@@ -31,7 +31,6 @@ pay for it: an unqueued run's claim is the one statement it always was.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Collection
 
 from ..states import SETTLED, RunStatus
@@ -39,6 +38,7 @@ from .base import Claimed, QueueRow, QueueStats, QueueTake, RunRecord
 from .leases import may_claim
 from .programs import Program, enqueued, one
 from .rows import NO_KEY, QUEUE_RUN_COLUMNS, dumps, run_from_row, run_queue
+from ..slotted import Slotted
 
 QUEUE_COLUMNS = ("name, concurrency, per_key, rate_n, rate_period, key_rate_n, key_rate_period, "
                  "priority_levels, fair, paused, vtime, created_at, updated_at")
@@ -124,20 +124,35 @@ def gate(run_id: str, owner: str, now: float, expires: float, generation: int,
 
 
 # -- the listing ----------------------------------------------------------------------------
-@dataclass(slots=True)
-class _Front:
+class _Front(Slotted):
     """What the listing knows of one queue while it walks the queue's front."""
 
-    config: QueueRow
-    held: dict[str, int]  # live leases per key
-    want: int  # runs to list at most (the free slots, or the asked limit)
-    now: float
-    skip: frozenset[str]
-    picked: list[tuple[Any, ...]]
-    taken: Counter[str]
-    limited: list[float]
-    queue_tat: float | None = None
-    key_tats: dict[str, float] | None = None
+    __slots__ = ("config", "held", "want", "now", "skip", "picked", "taken", "limited",
+                 "queue_tat", "key_tats")
+
+    def __init__(
+            self,
+            config: QueueRow,
+            held: dict[str, int],  # live leases per key
+            want: int,  # runs to list at most (the free slots, or the asked limit)
+            now: float,
+            skip: frozenset[str],
+            picked: list[tuple[Any, ...]],
+            taken: Counter[str],
+            limited: list[float],
+            queue_tat: float | None = None,
+            key_tats: dict[str, float] | None = None,
+    ) -> None:
+        self.config = config
+        self.held = held
+        self.want = want
+        self.now = now
+        self.skip = skip
+        self.picked = picked
+        self.taken = taken
+        self.limited = limited
+        self.queue_tat = queue_tat
+        self.key_tats = key_tats
 
     def admit(self, row: Any) -> None:
         """List ``row`` (run_id, key, priority, tag, created_at, starting, generation of a

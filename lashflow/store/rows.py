@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import InputInvalid, JournalCorrupt
 from ..json_text import read_stored, stored
 from ..states import ATTEMPT_STATUS, RUN_STATUS, STEP_STATUS, TEXT, AttemptStatus, RunStatus, StepStatus
 from .base import BLOB_THRESHOLD, AttemptRecord, Commit, RunRecord, StepRecord
+from ..slotted import Frozen
 
 # The columns a journal read selects, in this order, joined with the step's blob:
 # step_key, kind, tool, args_hash, status, outcome, blob data, detail, seq, created_at,
@@ -73,15 +73,28 @@ def _checked_json(run_id: str, step_key: str, what: str, text: str | None) -> An
         raise JournalCorrupt.of(run_id, step_key, f"{what} is not JSON: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedStep:
+class EncodedStep(Frozen):
     """A step as row values. With a blob, ``outcome`` is the outcome without its ``value``
     (which is ``blob_data``), or None when the whole outcome is the blob."""
 
+    __slots__ = ("outcome", "blob", "blob_data", "detail")
     outcome: str | None
     blob: str | None
     blob_data: str | None
     detail: str
+
+    def __init__(
+            self,
+            outcome: str | None,
+            blob: str | None,
+            blob_data: str | None,
+            detail: str,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "outcome", outcome)
+        setter(self, "blob", blob)
+        setter(self, "blob_data", blob_data)
+        setter(self, "detail", detail)
 
 
 def encode_step(step: StepRecord, first: AttemptRecord | None = None) -> EncodedStep:

@@ -7,18 +7,20 @@ lashflow unless the application did first; see ``Telemetry.detect``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .metrics import Metrics
 from .tracing import Tracing, current_traceparent, tracer
+from ..slotted import Slotted
 
 
-@dataclass(slots=True)
-class Telemetry:
+class Telemetry(Slotted):
     """The engine's reporters; either may be None (nothing of that kind is reported)."""
 
-    tracing: Tracing | None = None
-    metrics: Metrics | None = None
+    __slots__ = ("tracing", "metrics")
+
+    def __init__(self, tracing: Tracing | None = None, metrics: Metrics | None = None) -> None:
+        self.tracing = tracing
+        self.metrics = metrics
 
     @classmethod
     def detect(cls, *, metrics: bool = False) -> "Telemetry | None":

@@ -13,8 +13,9 @@ from __future__ import annotations
 import bisect
 import math
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
+
+from ..slotted import Frozen, Slotted
 
 if TYPE_CHECKING:
     from ..store.base import StoreStats
@@ -56,12 +57,20 @@ INSTRUMENTS: dict[str, tuple[str, str, tuple[float, ...]]] = {
 }
 
 
-@dataclass(slots=True)
-class _Histogram:
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    count: int = 0
+class _Histogram(Slotted):
+    __slots__ = ("buckets", "counts", "total", "count")
+
+    def __init__(
+            self,
+            buckets: tuple[float, ...],
+            counts: list[int] | None = None,
+            total: float = 0.0,
+            count: int = 0,
+    ) -> None:
+        self.buckets = buckets
+        self.counts = [] if counts is None else counts
+        self.total = total
+        self.count = count
 
     def observe(self, value: float) -> None:
         if not self.counts:
@@ -180,26 +189,52 @@ class Metrics:
 
 
 
-@dataclass(frozen=True, slots=True)
-class QueueGauge:
+class QueueGauge(Frozen):
     """One queue as ``/metrics`` shows it (read from the database at scrape time)."""
 
+    __slots__ = ("name", "waiting", "running", "oldest_wait", "rate_limited", "paused")
     name: str
     waiting: int
     running: int
-    oldest_wait: float  # seconds; 0 when nothing waits
+    oldest_wait: float
     rate_limited: bool
     paused: bool
 
+    def __init__(
+            self,
+            name: str,
+            waiting: int,
+            running: int,
+            oldest_wait: float,  # seconds; 0 when nothing waits
+            rate_limited: bool,
+            paused: bool,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "name", name)
+        setter(self, "waiting", waiting)
+        setter(self, "running", running)
+        setter(self, "oldest_wait", oldest_wait)
+        setter(self, "rate_limited", rate_limited)
+        setter(self, "paused", paused)
 
-@dataclass(frozen=True, slots=True)
-class LimitGauges:
+
+class LimitGauges(Frozen):
     """Tools' limits as ``/metrics`` shows them, read from the database at scrape time:
     per rate limit (calls, calls that waited for their slot, seconds until its next free
     slot), and global concurrency slots held per tool."""
 
-    rates: dict[str, tuple[int, int, float]] = field(default_factory=dict)
-    slots: dict[str, int] = field(default_factory=dict)
+    __slots__ = ("rates", "slots")
+    rates: dict[str, tuple[int, int, float]]
+    slots: dict[str, int]
+
+    def __init__(
+            self,
+            rates: dict[str, tuple[int, int, float]] | None = None,
+            slots: dict[str, int] | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "rates", {} if rates is None else rates)
+        setter(self, "slots", {} if slots is None else slots)
 
 
 def _limit_gauges(lines: list[str], limits: LimitGauges) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lashflow.errors import InputInvalid
@@ -23,6 +22,8 @@ from lashflow.tools.models import ModelProvider
 from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.results import ResultKind, ToolResult
 from lashflow.tools.retry import RetryPolicy
+
+from ..slotted import Slotted
 
 __all__ = [
     "AttemptJournal", "CallEnv", "CancelSignal", "MemoryJournal", "NullJournal", "RetryPolicy", "Slots", "run_attempts",
@@ -60,13 +61,22 @@ class NullJournal:
         return None
 
 
-@dataclass(slots=True)
-class AttemptEntry:
-    step_key: str
-    attempt: int
-    started_at: float | None = None
-    durable_start: bool = False
-    outcome: ToolOutcome | None = None
+class AttemptEntry(Slotted):
+    __slots__ = ("step_key", "attempt", "started_at", "durable_start", "outcome")
+
+    def __init__(
+            self,
+            step_key: str,
+            attempt: int,
+            started_at: float | None = None,
+            durable_start: bool = False,
+            outcome: ToolOutcome | None = None,
+    ) -> None:
+        self.step_key = step_key
+        self.attempt = attempt
+        self.started_at = started_at
+        self.durable_start = durable_start
+        self.outcome = outcome
 
 
 class MemoryJournal:
@@ -90,20 +100,35 @@ class MemoryJournal:
         return 1 + max((e.attempt for e in self.attempts(step_key)), default=0)
 
 
-@dataclass(slots=True)
-class CallEnv:
+class CallEnv(Slotted):
     """Everything about one call that is not the tool or its input."""
 
-    run_id: str = "local"
-    step_key: str = "0"
-    keys: KeyRing | None = None
-    model_provider: ModelProvider | None = None
-    projector: Any = None
-    cancel: asyncio.Event | None = None
-    limiter: "Slots | None" = None
-    cancel_grace: float = 0.05
-    telemetry: Any = None  # the engine's Telemetry (spans, counters) or None
-    gate: CallGate | None = None  # the store's limits (rate, global concurrency)
+    __slots__ = ("run_id", "step_key", "keys", "model_provider", "projector", "cancel",
+                 "limiter", "cancel_grace", "telemetry", "gate")
+
+    def __init__(
+            self,
+            run_id: str = "local",
+            step_key: str = "0",
+            keys: KeyRing | None = None,
+            model_provider: ModelProvider | None = None,
+            projector: Any = None,
+            cancel: asyncio.Event | None = None,
+            limiter: "Slots | None" = None,
+            cancel_grace: float = 0.05,
+            telemetry: Any = None,  # the engine's Telemetry (spans, counters) or None
+            gate: CallGate | None = None,  # the store's limits (rate, global concurrency)
+    ) -> None:
+        self.run_id = run_id
+        self.step_key = step_key
+        self.keys = keys
+        self.model_provider = model_provider
+        self.projector = projector
+        self.cancel = cancel
+        self.limiter = limiter
+        self.cancel_grace = cancel_grace
+        self.telemetry = telemetry
+        self.gate = gate
 
 
 _GRACE_EXPIRED = object()

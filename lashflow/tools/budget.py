@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from shlex import quote
 from typing import Any
 
 from lashflow.json_text import compact_any as compact, line as json_line
+
+from ..slotted import Frozen
 
 __all__ = [
     "DEFAULT_HINT", "ToolOutputBudgetConfig", "ToolOutputBudgetMode", "budget_text", "hint_for",
@@ -33,15 +34,24 @@ class ToolOutputBudgetMode(str, enum.Enum):
     TOKENS = "tokens"  # approximate tokens: ceil(utf8 bytes / 4)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutputBudgetConfig:
+class ToolOutputBudgetConfig(Frozen):
     """Size cap ``limit`` (bytes, or tokens in TOKENS mode) and line cap ``max_lines``."""
 
-    limit: int = 16 * 1024
-    max_lines: int = 400
-    mode: ToolOutputBudgetMode = ToolOutputBudgetMode.BYTES
+    __slots__ = ("limit", "max_lines", "mode")
+    limit: int
+    max_lines: int
+    mode: ToolOutputBudgetMode
 
-    def __post_init__(self) -> None:
+    def __init__(
+            self,
+            limit: int = 16 * 1024,
+            max_lines: int = 400,
+            mode: ToolOutputBudgetMode = ToolOutputBudgetMode.BYTES,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "limit", limit)
+        setter(self, "max_lines", max_lines)
+        setter(self, "mode", mode)
         if self.limit < 0 or self.max_lines < 0:
             raise ValueError("budget limits cannot be negative")
 

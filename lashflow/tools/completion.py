@@ -13,7 +13,6 @@ import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from lashflow.errors import LashflowError, UsageError
@@ -21,6 +20,8 @@ from lashflow.tools.clock import Clock, RealClock
 from lashflow.tools.keys import CompletionKey, KeyRing
 from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.results import OnCancel, OnTimeout, PendingCompletion, ResultKind, ToolResult
+
+from ..slotted import Frozen, replace
 
 __all__ = [
     "CompletionAlreadyResolved", "CompletionBook", "CompletionError", "CompletionExpired",
@@ -77,16 +78,33 @@ class ResolutionSource(str, enum.Enum):
     CANCEL = "cancel"
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class Resolution(Frozen):
     """The terminal value of one completion key."""
 
+    __slots__ = ("kind", "value", "code", "message", "source", "at")
     kind: ResolutionKind
-    value: Any = None
-    code: str | None = None
-    message: str = ""
-    source: ResolutionSource = ResolutionSource.RESOLVER
-    at: float | None = None
+    value: Any
+    code: str | None
+    message: str
+    source: ResolutionSource
+    at: float | None
+
+    def __init__(
+            self,
+            kind: ResolutionKind,
+            value: Any = None,
+            code: str | None = None,
+            message: str = "",
+            source: ResolutionSource = ResolutionSource.RESOLVER,
+            at: float | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "kind", kind)
+        setter(self, "value", value)
+        setter(self, "code", code)
+        setter(self, "message", message)
+        setter(self, "source", source)
+        setter(self, "at", at)
 
     @classmethod
     def from_result(cls, result: Any, at: float | None = None) -> "Resolution":
@@ -118,19 +136,43 @@ class Resolution:
                    ResolutionSource(data.get("source", "resolver")), data.get("at"))
 
 
-@dataclass(frozen=True, slots=True)
-class CompletionRecord:
+class CompletionRecord(Frozen):
     """One key's row: the wait (once the tool returned Pending) and the resolution."""
 
+    __slots__ = ("run_id", "step_key", "waiting", "deadline_at", "on_timeout", "on_cancel",
+                 "module", "tool", "resolution")
     run_id: str
     step_key: str
-    waiting: bool = False
-    deadline_at: float | None = None
-    on_timeout: OnTimeout = OnTimeout.ERROR_AS_RESULT
-    on_cancel: OnCancel = OnCancel.CANCEL_EXTERNAL_WORK
-    module: str | None = None
-    tool: str | None = None
-    resolution: Resolution | None = None
+    waiting: bool
+    deadline_at: float | None
+    on_timeout: OnTimeout
+    on_cancel: OnCancel
+    module: str | None
+    tool: str | None
+    resolution: Resolution | None
+
+    def __init__(
+            self,
+            run_id: str,
+            step_key: str,
+            waiting: bool = False,
+            deadline_at: float | None = None,
+            on_timeout: OnTimeout = OnTimeout.ERROR_AS_RESULT,
+            on_cancel: OnCancel = OnCancel.CANCEL_EXTERNAL_WORK,
+            module: str | None = None,
+            tool: str | None = None,
+            resolution: Resolution | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "run_id", run_id)
+        setter(self, "step_key", step_key)
+        setter(self, "waiting", waiting)
+        setter(self, "deadline_at", deadline_at)
+        setter(self, "on_timeout", on_timeout)
+        setter(self, "on_cancel", on_cancel)
+        setter(self, "module", module)
+        setter(self, "tool", tool)
+        setter(self, "resolution", resolution)
 
     def past_deadline(self, now: float) -> bool:
         return self.deadline_at is not None and now >= self.deadline_at

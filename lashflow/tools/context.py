@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lashflow.errors import LashflowError
@@ -19,6 +18,8 @@ from lashflow.tools.budget import DEFAULT_HINT
 from lashflow.tools.keys import CompletionKey, KeyRing
 from lashflow.tools.models import CompletionRequest, CompletionResponse, ModelProvider
 from lashflow.tools.results import ToolResult
+
+from ..slotted import Slotted, replace
 
 __all__ = [
     "DirectCompletions", "NESTED_DISPATCH_MESSAGE", "NestedDispatch", "ToolCall", "ToolContext",
@@ -182,11 +183,19 @@ class ToolContext:
         usage["output_tokens"] = usage.get("output_tokens", 0) + response.usage.output_tokens
 
 
-@dataclass(slots=True)
-class ToolCall:
+class ToolCall(Slotted):
     """One call as the tool sees it: the JSON ``input`` object, its name and context."""
 
-    input: Any
-    name: str
-    module: str = "tools"
-    context: ToolContext = field(default_factory=ToolContext)
+    __slots__ = ("input", "name", "module", "context")
+
+    def __init__(
+            self,
+            input: Any,
+            name: str,
+            module: str = "tools",
+            context: ToolContext | None = None,
+    ) -> None:
+        self.input = input
+        self.name = name
+        self.module = module
+        self.context = ToolContext() if context is None else context

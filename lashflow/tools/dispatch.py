@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from lashflow.tools.attempts import AttemptJournal, CallEnv, NullJournal, Slots, run_attempts
@@ -25,32 +24,66 @@ from lashflow.tools.outcome import OutcomeStatus, ToolOutcome
 from lashflow.tools.plugins import PluginStack, ToolOutputBudgetPluginFactory, runtime_plugin_stack
 from lashflow.tools.registry import ToolRegistry
 
+from ..slotted import Frozen
+
 __all__ = ["DispatchCall", "DispatchResult", "Dispatcher"]
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchCall:
+class DispatchCall(Frozen):
     """One call of a batch. ``step_key`` is fixed here, at batch formation (empty: the
     call's index); ``first_attempt`` comes from the journal (1 for a fresh step)."""
 
+    __slots__ = ("module", "name", "input", "step_key", "first_attempt", "gate")
     module: str
     name: str
-    input: Any = None
-    step_key: str = ""
-    first_attempt: int = 1
-    gate: CallGate | None = None  # the store's limits its attempts pass (durable host)
+    input: Any
+    step_key: str
+    first_attempt: int
+    gate: CallGate | None
+
+    def __init__(
+            self,
+            module: str,
+            name: str,
+            input: Any = None,
+            step_key: str = "",
+            first_attempt: int = 1,
+            gate: CallGate | None = None,  # the store's limits its attempts pass (durable host)
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "module", module)
+        setter(self, "name", name)
+        setter(self, "input", input)
+        setter(self, "step_key", step_key)
+        setter(self, "first_attempt", first_attempt)
+        setter(self, "gate", gate)
 
 
-@dataclass(frozen=True, slots=True)
-class DispatchResult:
+class DispatchResult(Frozen):
     """A call's full ``outcome`` (for the journal) and its budgeted ``projected`` text
     (None while pending)."""
 
+    __slots__ = ("step_key", "module", "name", "outcome", "projected")
     step_key: str
     module: str
     name: str
     outcome: ToolOutcome
     projected: str | None
+
+    def __init__(
+            self,
+            step_key: str,
+            module: str,
+            name: str,
+            outcome: ToolOutcome,
+            projected: str | None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "step_key", step_key)
+        setter(self, "module", module)
+        setter(self, "name", name)
+        setter(self, "outcome", outcome)
+        setter(self, "projected", projected)
 
     @property
     def wrapper(self) -> dict[str, Any]:

@@ -8,10 +8,11 @@ own) and its token usage is added to that attempt's record.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from lashflow.errors import LashflowError
+
+from ..slotted import Frozen, Slotted
 
 __all__ = [
     "CompletionRequest", "CompletionResponse", "ModelProvider", "ModelProviderError",
@@ -19,25 +20,39 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class TokenUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
+class TokenUsage(Frozen):
+    __slots__ = ("input_tokens", "output_tokens")
+    input_tokens: int
+    output_tokens: int
+
+    def __init__(self, input_tokens: int = 0, output_tokens: int = 0) -> None:
+        setter = object.__setattr__
+        setter(self, "input_tokens", input_tokens)
+        setter(self, "output_tokens", output_tokens)
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(slots=True)
-class CompletionRequest:
+class CompletionRequest(Slotted):
     """A chat request: OpenAI-style ``messages`` (``{"role", "content"}`` dicts)."""
 
-    messages: list[dict[str, Any]]
-    model: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("messages", "model", "max_tokens", "temperature", "extra")
+
+    def __init__(
+            self,
+            messages: list[dict[str, Any]],
+            model: str | None = None,
+            max_tokens: int | None = None,
+            temperature: float | None = None,
+            extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.messages = messages
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.extra = {} if extra is None else extra
 
     @classmethod
     def coerce(cls, request: "CompletionRequest | dict[str, Any] | str") -> "CompletionRequest":
@@ -53,12 +68,25 @@ class CompletionRequest:
         return cls(extra=extra, **known)
 
 
-@dataclass(frozen=True, slots=True)
-class CompletionResponse:
+class CompletionResponse(Frozen):
+    __slots__ = ("text", "usage", "finish_reason", "raw")
     text: str
-    usage: TokenUsage = TokenUsage()
-    finish_reason: str | None = None
-    raw: Any = None
+    usage: TokenUsage
+    finish_reason: str | None
+    raw: Any
+
+    def __init__(
+            self,
+            text: str,
+            usage: TokenUsage = TokenUsage(),
+            finish_reason: str | None = None,
+            raw: Any = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "text", text)
+        setter(self, "usage", usage)
+        setter(self, "finish_reason", finish_reason)
+        setter(self, "raw", raw)
 
 
 @runtime_checkable

@@ -8,10 +8,11 @@ wrapper with ``to_wrapper()``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lashflow.tools.results import PendingCompletion, ResultKind, ToolResult
+
+from ..slotted import Frozen, replace
 
 __all__ = ["OutcomeStatus", "ToolOutcome"]
 
@@ -34,28 +35,63 @@ _FROM_KIND = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
+class ToolOutcome(Frozen):
     """One attempt's (and finally the call's) outcome.
 
     ``final`` is False while a retry follows (``retry_after`` set) or the call is
     pending; ``fail_run`` asks the host to fail the run (a FAIL_TURN timeout).
     """
 
+    __slots__ = ("status", "value", "code", "message", "attempts", "usage", "traceback",
+                 "retry_after", "key", "pending", "deadline_at", "fail_run", "started_at",
+                 "finished_at")
     status: OutcomeStatus
-    value: Any = None
-    code: str | None = None
-    message: str = ""
-    attempts: int = 1
-    usage: dict[str, int] = field(default_factory=dict)
-    traceback: str | None = None
-    retry_after: float | None = None
-    key: str | None = None
-    pending: PendingCompletion | None = None
-    deadline_at: float | None = None
-    fail_run: bool = False
-    started_at: float | None = None
-    finished_at: float | None = None
+    value: Any
+    code: str | None
+    message: str
+    attempts: int
+    usage: dict[str, int]
+    traceback: str | None
+    retry_after: float | None
+    key: str | None
+    pending: PendingCompletion | None
+    deadline_at: float | None
+    fail_run: bool
+    started_at: float | None
+    finished_at: float | None
+
+    def __init__(
+            self,
+            status: OutcomeStatus,
+            value: Any = None,
+            code: str | None = None,
+            message: str = "",
+            attempts: int = 1,
+            usage: dict[str, int] | None = None,
+            traceback: str | None = None,
+            retry_after: float | None = None,
+            key: str | None = None,
+            pending: PendingCompletion | None = None,
+            deadline_at: float | None = None,
+            fail_run: bool = False,
+            started_at: float | None = None,
+            finished_at: float | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "status", status)
+        setter(self, "value", value)
+        setter(self, "code", code)
+        setter(self, "message", message)
+        setter(self, "attempts", attempts)
+        setter(self, "usage", {} if usage is None else usage)
+        setter(self, "traceback", traceback)
+        setter(self, "retry_after", retry_after)
+        setter(self, "key", key)
+        setter(self, "pending", pending)
+        setter(self, "deadline_at", deadline_at)
+        setter(self, "fail_run", fail_run)
+        setter(self, "started_at", started_at)
+        setter(self, "finished_at", finished_at)
 
     @classmethod
     def from_result(cls, result: ToolResult, **fields: Any) -> "ToolOutcome":

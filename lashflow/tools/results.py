@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, ClassVar
 
 from lashflow.json_text import compact_any as compact
 from lashflow.tools._json import jsonable
+
+from ..slotted import Frozen, replace
 
 __all__ = [
     "OnCancel", "OnTimeout", "PendingCompletion", "ResultKind", "Retry", "ToolResult",
@@ -30,17 +31,21 @@ def as_seconds(value: timedelta | float | int | None) -> float | None:
     return seconds
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
+class Retry(Frozen):
     """Whether a failure may be retried: ``Retry.NEVER`` or ``Retry.safe(after)``.
 
     ``after`` (seconds) is the delay the tool asks for; the policy still caps it.
     """
 
-    retryable: bool = False
-    after: float | None = None
-
+    __slots__ = ("retryable", "after")
     NEVER: ClassVar["Retry"]
+    retryable: bool
+    after: float | None
+
+    def __init__(self, retryable: bool = False, after: float | None = None) -> None:
+        setter = object.__setattr__
+        setter(self, "retryable", retryable)
+        setter(self, "after", after)
 
     @classmethod
     def safe(cls, after: timedelta | float | None = None) -> "Retry":
@@ -64,13 +69,24 @@ class OnCancel(str, enum.Enum):
     IGNORE = "ignore"
 
 
-@dataclass(frozen=True, slots=True)
-class PendingCompletion:
+class PendingCompletion(Frozen):
     """How long a deferred result may take and what timeout/cancel do."""
 
-    deadline: timedelta | None = None
-    on_timeout: OnTimeout = OnTimeout.ERROR_AS_RESULT
-    on_cancel: OnCancel = OnCancel.CANCEL_EXTERNAL_WORK
+    __slots__ = ("deadline", "on_timeout", "on_cancel")
+    deadline: timedelta | None
+    on_timeout: OnTimeout
+    on_cancel: OnCancel
+
+    def __init__(
+            self,
+            deadline: timedelta | None = None,
+            on_timeout: OnTimeout = OnTimeout.ERROR_AS_RESULT,
+            on_cancel: OnCancel = OnCancel.CANCEL_EXTERNAL_WORK,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "deadline", deadline)
+        setter(self, "on_timeout", on_timeout)
+        setter(self, "on_cancel", on_cancel)
 
     def with_deadline(self, deadline: timedelta | float) -> "PendingCompletion":
         seconds = as_seconds(deadline)
@@ -106,16 +122,33 @@ class ResultKind(str, enum.Enum):
     PENDING = "pending"
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(Frozen):
     """One attempt's answer. Build it with the constructors, not the fields."""
 
+    __slots__ = ("kind", "value", "code", "message", "retry", "pending_completion")
     kind: ResultKind
-    value: Any = None
-    code: str | None = None
-    message: str = ""
-    retry: Retry = Retry.NEVER
-    pending_completion: PendingCompletion | None = None
+    value: Any
+    code: str | None
+    message: str
+    retry: Retry
+    pending_completion: PendingCompletion | None
+
+    def __init__(
+            self,
+            kind: ResultKind,
+            value: Any = None,
+            code: str | None = None,
+            message: str = "",
+            retry: Retry = Retry.NEVER,
+            pending_completion: PendingCompletion | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "kind", kind)
+        setter(self, "value", value)
+        setter(self, "code", code)
+        setter(self, "message", message)
+        setter(self, "retry", retry)
+        setter(self, "pending_completion", pending_completion)
 
     @classmethod
     def ok(cls, value: Any = None) -> "ToolResult":

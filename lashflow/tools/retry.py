@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from ..slotted import Frozen
 
 __all__ = ["RetryPolicy"]
 
@@ -15,8 +16,7 @@ class _Kind(str, enum.Enum):
     SAFE = "safe"
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(Frozen):
     """``never()`` (one attempt, the default) or ``safe(...)``.
 
     ``max_attempts`` counts attempts including the first. The delay before retry ``i``
@@ -24,12 +24,24 @@ class RetryPolicy:
     ``max_delay`` unless that is 0.
     """
 
-    kind: _Kind = _Kind.NEVER
-    max_attempts: int = 1
-    base_delay: float = 0.5
-    max_delay: float = 30.0
+    __slots__ = ("kind", "max_attempts", "base_delay", "max_delay")
+    kind: _Kind
+    max_attempts: int
+    base_delay: float
+    max_delay: float
 
-    def __post_init__(self) -> None:
+    def __init__(
+            self,
+            kind: _Kind = _Kind.NEVER,
+            max_attempts: int = 1,
+            base_delay: float = 0.5,
+            max_delay: float = 30.0,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "kind", kind)
+        setter(self, "max_attempts", max_attempts)
+        setter(self, "base_delay", base_delay)
+        setter(self, "max_delay", max_delay)
         if self.max_attempts < 1:
             raise ValueError("max_attempts counts the first attempt: it must be at least 1")
         if self.base_delay < 0 or self.max_delay < 0:

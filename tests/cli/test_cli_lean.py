@@ -25,6 +25,11 @@ import atexit, json, os, sys
 def dump():
     with open(os.environ["PROBE_MODULES"], "w") as out:
         json.dump(sorted(sys.modules), out)
+    with open(os.environ["PROBE_MODULES"] + ".dataclasses", "w") as out:
+        json.dump(sorted(f"{name}.{key}" for name, module in list(sys.modules.items())
+                         if name.startswith("lashflow") for key, value in vars(module).items()
+                         if isinstance(value, type) and value.__module__ == name
+                         and "__dataclass_fields__" in vars(value)), out)
 
 atexit.register(dump)
 sys.argv[0] = "lashflow"
@@ -85,6 +90,29 @@ def test_resume_answers_as_the_full_application_without_typer_rich_or_http(
         assert loaded(lean_modules, NOT_ON_THE_LEAN_PATH) == [], args
         assert "typer" in full_modules  # the probe does tell the two apart
     assert "waiting on signal `go`" in lean_output_of(tmp_path, cli_env, waiting_run)
+
+
+# The dataclasses a resume may build as it imports (ADR 0044: each costs its import
+# 2.6-4.6 M instructions of generated code; the classes built on every step are written
+# out on ``lashflow.slotted``). The engine's outcomes are the HTTP API's schemas.
+DATACLASSES_OF_A_RESUME = {
+    "lashflow.cli.context.Invocation", "lashflow.cli.render.Display",
+    "lashflow.cli.render.JournalWidths", "lashflow.durable.engine.RunHandle",
+    "lashflow.tools.definition.RegisteredTool", "lashflow.tools.definition.ToolDefinition",
+    *(f"lashflow.durable.outcome.{name}" for name in (
+        "AttemptView", "CompletionInfo", "RunDetail", "RunError", "RunOutcome", "RunPage",
+        "RunSummary", "StepView", "Wait")),
+}
+
+
+def test_a_resume_builds_no_dataclass_beyond_the_known_ones(
+        waiting_run: str, cli_env: dict[str, str], tmp_path: Path) -> None:
+    (code, _, _), modules = probe(tmp_path, cli_env, ["resume", waiting_run], full=False)
+    assert code == 3
+    built = set(json.loads((tmp_path / "lean.json.dataclasses").read_text()))
+    assert "lashflow.store.base" in modules and "lashflow.tools.results" in modules
+    assert "lashflow.durable.outcome.RunOutcome" in built  # the probe sees dataclasses
+    assert built - DATACLASSES_OF_A_RESUME == set()
 
 
 def lean_output_of(tmp_path: Path, env: dict[str, str], run_id: str) -> str:
