@@ -190,7 +190,7 @@ class RunAttemptJournal:
         self._announcing: dict[tuple[str, int], object] = {}
         # calls announced at one firing of the announcer share one write (a fan-out's
         # thousand calls come due together): one task and one commit, not one each
-        self._announced: list[tuple[str, str, float]] = []
+        self._announced: list[tuple[str, str, float]] = []  # while _announce_write waits
         self._announce_write: asyncio.Future[None] | None = None
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so
@@ -236,13 +236,16 @@ class RunAttemptJournal:
                           f"{call.module}.{call.operation}", status=StepStatus.STARTED,
                           seq=known.seq if known is not None else 0, created_at=at,
                           updated_at=at)
-        self._announced.append(announced(step, self._attempt(step_key, attempt, None, at)))
+        event = announced(step, self._attempt(step_key, attempt, None, at))
         if self._announce_write is None:  # its first step comes after this firing's calls
+            self._announced = [event]
             self._announce_write = asyncio.ensure_future(self._write_announced())
+        else:
+            self._announced.append(event)
         self._announcing[(step_key, attempt)] = self._announce_write
 
     async def _write_announced(self) -> None:
-        events, self._announced, self._announce_write = self._announced, [], None
+        events, self._announce_write = self._announced, None
         await self.journal.announce(events)
 
     def close(self) -> None:
@@ -253,7 +256,7 @@ class RunAttemptJournal:
             else:
                 self.announcer.discard(pending)
         self._announcing.clear()
-        self._announced, self._announce_write = [], None
+        self._announce_write = None
 
     async def attempt_finished(self, step_key: str, attempt: int, outcome: ToolOutcome) -> None:
         # the call's announcement is written before its outcome, or never (inline: no
