@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from shlex import quote
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import LashflowError, NoDatabase
+from ..slotted import Slotted
 
 if TYPE_CHECKING:  # the lean entry (``lean``) builds an invocation without typer
     import typer
@@ -23,19 +23,23 @@ if TYPE_CHECKING:  # the lean entry (``lean``) builds an invocation without type
     from ..durable.events import Event
 
 
-@dataclass
-class Invocation:
+class Invocation(Slotted):
     """Per-command state. ``utc``: ``--utc``; ``as_json``: the command's ``--json``;
     ``db_suffix``: `` --db URL`` when the database is not the default one (a command
     pasted into another shell must reach the same database); ``run_source``: the file a
     ``run`` started from and its text (its runtime errors get a caret); ``first_run``: the
     first run this command drove (what the Ctrl-C hint names)."""
 
-    utc: bool = False
-    as_json: bool = False
-    db_suffix: str = ""
-    run_source: tuple[str, str] | None = None
-    first_run: str | None = None
+    __slots__ = ("utc", "as_json", "db_suffix", "run_source", "first_run")
+
+    def __init__(self, utc: bool = False, as_json: bool = False, db_suffix: str = "",
+                 run_source: tuple[str, str] | None = None,
+                 first_run: str | None = None) -> None:
+        self.utc = utc
+        self.as_json = as_json
+        self.db_suffix = db_suffix
+        self.run_source = run_source
+        self.first_run = first_run
 
     @classmethod
     def of(cls, ctx: typer.Context, as_json: bool = False) -> "Invocation":

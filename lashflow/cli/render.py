@@ -9,7 +9,6 @@ invocation chose (``--utc``, the ``--db`` to repeat, the run's source) comes wit
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from shlex import quote
 from typing import Any, Callable, Iterable
 
@@ -17,6 +16,7 @@ from ..durable.timeline import (
     first_cut, journal_lines, journal_rows, one_line, preview, seconds, status_text, wait_what,
 )
 from ..states import RunStatus
+from ..slotted import Frozen, Slotted
 from .context import Invocation
 from .output import dumps, is_terminal, printable, stderr, stdout
 
@@ -32,18 +32,20 @@ STATE_STYLE = {"ok": "green", "done": "green", "err": "red", "failed": "red", "e
                "started": "cyan", "interrupted": "bold red"}
 
 
-@dataclass
-class Display:
+class Display(Slotted):
     """Where and how a command writes: ``json`` wins, then rich on a terminal, else plain;
     ``inv`` is the invocation it writes for (``of``)."""
 
-    as_json: bool = False
-    inv: Invocation = field(default_factory=Invocation)
-    rich: bool = field(init=False)
-    _console: Any = field(default=None, init=False, repr=False)
+    __slots__ = ("as_json", "inv", "rich", "_console")
 
-    def __post_init__(self) -> None:
-        self.rich = not self.as_json and is_terminal(sys.stdout)
+    def __init__(self, as_json: bool = False, inv: Invocation | None = None) -> None:
+        self.as_json = as_json
+        self.inv = Invocation() if inv is None else inv
+        self.rich = not as_json and is_terminal(sys.stdout)
+        self._console: Any = None
+
+    def __repr__(self) -> str:
+        return f"Display(as_json={self.as_json!r}, inv={self.inv!r}, rich={self.rich!r})"
 
     @classmethod
     def of(cls, inv: Invocation) -> "Display":
@@ -256,10 +258,14 @@ GAP = 2  # between two columns
 MIN_OUTCOME = 24  # narrower than this, the outcome goes to a line of its own
 
 
-@dataclass(frozen=True)
-class JournalWidths:
+class JournalWidths(Frozen):
+    __slots__ = ("fixed", "outcome")
     fixed: tuple[int, ...]  # one width per JOURNAL_COLUMNS column: never wrapped
     outcome: int  # the outcome column's width; 0: each outcome on its own line
+
+    def __init__(self, fixed: tuple[int, ...], outcome: int) -> None:
+        object.__setattr__(self, "fixed", fixed)
+        object.__setattr__(self, "outcome", outcome)
 
 
 def journal_widths(rows: list[tuple[str, ...]], width: int) -> JournalWidths:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable
 
 from ..errors import DbError, InputInvalid, RunBusy, RunConflict, UsageError
 from ..interp.limits import Limits
 from ..json_kinds import check_json_text, storable_text
+from ..slotted import Slotted
 from ..states import SETTLED, RunStatus
 from ..store import RunQuery, RunRecord, Store, open_store
 from ..store.events import RunEvent
@@ -56,10 +56,15 @@ if TYPE_CHECKING:  # built on first use: `lashflow run` and `resume` never impor
 LEASE_TTL = 30.0
 
 
-@dataclass(slots=True)
-class RunHandle:
-    run_id: str
-    task: asyncio.Task[RunOutcome] | None = field(default=None, repr=False)
+class RunHandle(Slotted):
+    __slots__ = ("run_id", "task")
+
+    def __init__(self, run_id: str, task: asyncio.Task[RunOutcome] | None = None) -> None:
+        self.run_id = run_id
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"RunHandle(run_id={self.run_id!r})"
 
     async def result(self) -> RunOutcome:
         if self.task is None:

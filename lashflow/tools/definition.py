@@ -8,12 +8,13 @@ all the dispatcher needs, whichever way the tool was written.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from lashflow.tools.context import ToolCall
 from lashflow.tools.results import ToolResult
 from lashflow.tools.retry import RetryPolicy
+
+from ..slotted import Frozen, replace
 
 __all__ = ["RegisteredTool", "ToolDefinition", "ToolObject", "ToolProvider"]
 
@@ -21,8 +22,7 @@ ANY_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 ON_EXHAUSTED = ("fail", "pause")  # what a call whose retries ran out does to its run
 
 
-@dataclass(frozen=True, slots=True)
-class ToolDefinition:
+class ToolDefinition(Frozen):
     """One tool as the catalog and the dispatcher see it.
 
     ``idempotent=False`` means an attempt interrupted by a crash must not simply run
@@ -35,22 +35,57 @@ class ToolDefinition:
     (``docs/rate-limits.md``).
     """
 
+    __slots__ = ("id", "name", "description", "input_schema", "output_schema", "module",
+                 "retry", "idempotent", "max_concurrency", "output_tail", "on_exhausted",
+                 "rate", "rate_limit", "global_concurrency")
     id: str
     name: str
-    description: str = ""
-    input_schema: dict[str, Any] | None = field(default_factory=lambda: dict(ANY_OBJECT_SCHEMA))
-    output_schema: dict[str, Any] | None = None
-    module: str = "tools"
-    retry: RetryPolicy = field(default_factory=RetryPolicy.never)
-    idempotent: bool = True
-    max_concurrency: int | None = None
-    output_tail: bool = False
-    on_exhausted: str = "fail"
-    rate: tuple[float, float] | None = None
-    rate_limit: str | None = None
-    global_concurrency: int | None = None
+    description: str
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
+    module: str
+    retry: RetryPolicy
+    idempotent: bool
+    max_concurrency: int | None
+    output_tail: bool
+    on_exhausted: str
+    rate: tuple[float, float] | None
+    rate_limit: str | None
+    global_concurrency: int | None
 
-    def __post_init__(self) -> None:
+    def __init__(
+            self,
+            id: str,
+            name: str,
+            description: str = "",
+            input_schema: dict[str, Any] | None = ANY_OBJECT_SCHEMA,  # copied, not shared
+            output_schema: dict[str, Any] | None = None,
+            module: str = "tools",
+            retry: RetryPolicy | None = None,  # None: RetryPolicy.never()
+            idempotent: bool = True,
+            max_concurrency: int | None = None,
+            output_tail: bool = False,
+            on_exhausted: str = "fail",
+            rate: tuple[float, float] | None = None,
+            rate_limit: str | None = None,
+            global_concurrency: int | None = None,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "id", id)
+        setter(self, "name", name)
+        setter(self, "description", description)
+        setter(self, "input_schema",
+               dict(input_schema) if input_schema is ANY_OBJECT_SCHEMA else input_schema)
+        setter(self, "output_schema", output_schema)
+        setter(self, "module", module)
+        setter(self, "retry", RetryPolicy.never() if retry is None else retry)
+        setter(self, "idempotent", idempotent)
+        setter(self, "max_concurrency", max_concurrency)
+        setter(self, "output_tail", output_tail)
+        setter(self, "on_exhausted", on_exhausted)
+        setter(self, "rate", rate)
+        setter(self, "rate_limit", rate_limit)
+        setter(self, "global_concurrency", global_concurrency)
         if not self.id.strip() or not self.name.strip():
             raise ValueError("a tool needs a non-blank id and name")
         if not self.module.strip():
@@ -124,11 +159,19 @@ Execute = Callable[[ToolCall], Awaitable[Any]]
 CancelExternal = Callable[[str], Awaitable[Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class RegisteredTool:
+class RegisteredTool(Frozen):
     """A definition bound to the code that runs it (and its optional cancel hook)."""
 
+    __slots__ = ("definition", "execute", "cancel_external", "source")
     definition: ToolDefinition
     execute: Execute
-    cancel_external: CancelExternal | None = None
-    source: Any = None  # the object it came from (to tell re-registration from a clash)
+    cancel_external: CancelExternal | None
+    source: Any  # the object it came from (to tell re-registration from a clash)
+
+    def __init__(self, definition: ToolDefinition, execute: Execute,
+                 cancel_external: CancelExternal | None = None, source: Any = None) -> None:
+        setter = object.__setattr__
+        setter(self, "definition", definition)
+        setter(self, "execute", execute)
+        setter(self, "cancel_external", cancel_external)
+        setter(self, "source", source)

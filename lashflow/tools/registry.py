@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import logging
 import types
-from dataclasses import replace
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lashflow.errors import LashflowError
 from lashflow.tools.decorator import FunctionTool
 from lashflow.tools.definition import RegisteredTool, ToolDefinition
+
+from ..slotted import replace
 
 __all__ = ["ToolRegistry", "tools_in_module"]
 

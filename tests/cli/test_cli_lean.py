@@ -93,12 +93,9 @@ def test_resume_answers_as_the_full_application_without_typer_rich_or_http(
 
 
 # The dataclasses a resume may build as it imports (ADR 0044: each costs its import
-# 2.6-4.6 M instructions of generated code; the classes built on every step are written
-# out on ``lashflow.slotted``). The engine's outcomes are the HTTP API's schemas.
+# 2.6-4.6 M instructions of generated code; the others are written out on
+# ``lashflow.slotted``). The engine's outcomes are the HTTP API's schemas.
 DATACLASSES_OF_A_RESUME = {
-    "lashflow.cli.context.Invocation", "lashflow.cli.render.Display",
-    "lashflow.cli.render.JournalWidths", "lashflow.durable.engine.RunHandle",
-    "lashflow.tools.definition.RegisteredTool", "lashflow.tools.definition.ToolDefinition",
     *(f"lashflow.durable.outcome.{name}" for name in (
         "AttemptView", "CompletionInfo", "RunDetail", "RunError", "RunOutcome", "RunPage",
         "RunSummary", "StepView", "Wait")),
