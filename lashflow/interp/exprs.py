@@ -137,14 +137,27 @@ def make_sc(s, c, slow, name):
 _FAST_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "<": "<", "<=": "<=", ">": ">",
              ">=": ">=", "==": "==", "!=": "!="}
 _MAKERS: dict[str, dict[str, Callable[..., Closure]]] = {}
-for _sym, _py in _FAST_OPS.items():
-    _ns: dict[str, Any] = {"UNSET": UNSET, "undefined": ops.undefined}
-    exec(_BIN_TEMPLATE.format(op=_py, guard=" and b" if _py == "/" else ""), _ns)  # noqa: S102
-    _MAKERS[_sym] = {k: _ns[k] for k in ("make_ee", "make_ec", "make_sc", "make_ss")}
-# `%` (fmod) only inlines a finite dividend over a non-zero constant divisor.
-_ns = {"UNSET": UNSET, "undefined": ops.undefined, "fmod": math.fmod}
-exec(_MOD_TEMPLATE, _ns)  # noqa: S102
-_MOD_MAKERS = {k: _ns[k] for k in ("make_ec", "make_sc")}
+
+
+def _makers(op: str) -> dict[str, Callable[..., Closure]] | None:
+    """The closure makers with ``op`` written inline, or None for an operator without
+    them. Each operator's are compiled from the template on first use: an import
+    compiles none (a resume's program uses a few of the eleven; ADR 0044)."""
+    made = _MAKERS.get(op)
+    if made is None:
+        ns: dict[str, Any] = {"UNSET": UNSET, "undefined": ops.undefined}
+        if op == "%":  # fmod: only a finite dividend over a non-zero constant divisor
+            ns["fmod"] = math.fmod
+            exec(_MOD_TEMPLATE, ns)  # noqa: S102
+            names: tuple[str, ...] = ("make_ec", "make_sc")
+        elif op in _FAST_OPS:
+            py = _FAST_OPS[op]
+            exec(_BIN_TEMPLATE.format(op=py, guard=" and b" if py == "/" else ""), ns)  # noqa: S102
+            names = ("make_ee", "make_ec", "make_sc", "make_ss")
+        else:
+            return None
+        made = _MAKERS[op] = {k: ns[k] for k in names}
+    return made
 
 
 # --------------------------------------------------------------------------- scope
@@ -402,14 +415,16 @@ class ExprCompiler:
             l, r = self.cond(node.left), self.cond(node.right)
             return lambda env: l(env) or r(env)
         slow = ops.BINARY[op]
-        makers = _MAKERS.get(op)
+        makers = _makers(op) if op in _FAST_OPS else None
         if makers is None:  # "%": inline only `x % <non-zero constant>`
-            if type(node.right) is ast.Number and node.right.value != 0:
+            if op == "%" and type(node.right) is ast.Number and node.right.value != 0:
                 c = float(node.right.value)
                 s = self._slot_of(node.left)
+                mod = _makers("%")
+                assert mod is not None
                 if s is not None:
-                    return _MOD_MAKERS["make_sc"](s, c, slow, cast(ast.Name, node.left).name)
-                return _MOD_MAKERS["make_ec"](self.expr(node.left), c, slow)
+                    return mod["make_sc"](s, c, slow, cast(ast.Name, node.left).name)
+                return mod["make_ec"](self.expr(node.left), c, slow)
             l, r = self.expr(node.left), self.expr(node.right)
             return lambda env: slow(l(env), r(env))
         if op in ("==", "!="):

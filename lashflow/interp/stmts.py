@@ -31,13 +31,20 @@ _refcount = getattr(sys, "getrefcount", None) or (lambda _obj: 1 << 30)
 
 _UNROLL = 8
 _SEQUENCES: dict[int, Callable[..., StmtClosure]] = {}
-for _n in range(2, _UNROLL + 1):  # straight-line blocks without a loop over closures
-    _names = [f"f{i}" for i in range(_n)]
-    _src = (f"def make({', '.join(_names)}):\n    def run(env):\n"
-            + "".join(f"        {name}(env)\n" for name in _names) + "    return run\n")
-    _ns: dict[str, Any] = {}
-    exec(_src, _ns)  # noqa: S102
-    _SEQUENCES[_n] = _ns["make"]
+
+
+def _sequence(n: int) -> Callable[..., StmtClosure]:
+    """A maker of a straight-line block of ``n`` statements (2 to ``_UNROLL``) without a
+    loop over closures, compiled on first use: an import compiles none (ADR 0044)."""
+    made = _SEQUENCES.get(n)
+    if made is None:
+        names = [f"f{i}" for i in range(n)]
+        src = (f"def make({', '.join(names)}):\n    def run(env):\n"
+               + "".join(f"        {name}(env)\n" for name in names) + "    return run\n")
+        ns: dict[str, Any] = {}
+        exec(src, ns)  # noqa: S102
+        made = _SEQUENCES[n] = ns["make"]
+    return made
 
 
 def stmt_is_pure(stmt: Any) -> bool:
@@ -110,7 +117,7 @@ class StmtCompiler:
             return fns[0]
         if not jumps:
             if len(fns) <= _UNROLL:
-                return _SEQUENCES[len(fns)](*fns)
+                return _sequence(len(fns))(*fns)
 
             def run(env: list[Any]) -> None:
                 for f in fns:
