@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..slotted import Slotted
 from ..states import AttemptStatus, RunStatus, StepStatus
 
 
-@dataclass(slots=True)
-class RunError:
-    code: str
-    message: str
-    kind: str | None = None
-    line: int | None = None
-    column: int | None = None
-    site: str | None = None  # the ``fail`` statement that ended the run (its site id)
+class RunError(Slotted):
+    __slots__ = ("code", "message", "kind", "line", "column", "site")
+
+    def __init__(
+            self,
+            code: str,
+            message: str,
+            kind: str | None = None,
+            line: int | None = None,
+            column: int | None = None,
+            site: str | None = None,  # the ``fail`` statement that ended the run (its site id)
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.kind = kind
+        self.line = line
+        self.column = column
+        self.site = site
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return _set_fields(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "RunError | None":
@@ -28,58 +38,93 @@ class RunError:
                    data.get("column"), data.get("site"))
 
 
-@dataclass(slots=True)
-class Wait:
+class Wait(Slotted):
     """One thing a parked run waits on, with the CLI command that would resolve it."""
 
-    kind: str  # completion | sleep | signal | child | rate
-    step: str
-    resolve: str
-    tool: str | None = None
-    key: str | None = None
-    until: float | None = None  # a rate wait: the call's reserved slot
-    signal: str | None = None
-    child_run_id: str | None = None
-    # "resolved": its completion key was answered and the run has not resumed yet
-    # (``resolve`` is then the command that resumes it); "undefined": a rate wait on a
-    # named limit nobody defined (``limit``); None: still open
-    state: str | None = None
-    limit: str | None = None
+    __slots__ = ("kind", "step", "resolve", "tool", "key", "until", "signal",
+                 "child_run_id", "state", "limit")
+
+    def __init__(
+            self,
+            kind: str,  # completion | sleep | signal | child | rate
+            step: str,
+            resolve: str,
+            tool: str | None = None,
+            key: str | None = None,
+            until: float | None = None,  # a rate wait: the call's reserved slot
+            signal: str | None = None,
+            child_run_id: str | None = None,
+            # "resolved": its completion key was answered and the run has not resumed yet
+            # (``resolve`` is then the command that resumes it); "undefined": a rate wait on a
+            # named limit nobody defined (``limit``); None: still open
+            state: str | None = None,
+            limit: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.step = step
+        self.resolve = resolve
+        self.tool = tool
+        self.key = key
+        self.until = until
+        self.signal = signal
+        self.child_run_id = child_run_id
+        self.state = state
+        self.limit = limit
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return _set_fields(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Wait":
         return cls(**data)
 
 
-@dataclass(slots=True)
-class CompletionInfo:
+class CompletionInfo(Slotted):
     """What ``Engine.completion(key)`` tells about a genuine key: its run, its step and
     ``state``: ``open`` (waiting for a result), ``resolved`` (``resolution`` says by
     what), ``expired`` (its deadline passed) or ``not_waiting`` (the call has not parked
     on it yet)."""
 
-    run_id: str
-    step: str
-    state: str
-    deadline_at: float | None = None
-    resolution: dict[str, Any] | None = None
+    __slots__ = ("run_id", "step", "state", "deadline_at", "resolution")
+
+    def __init__(
+            self,
+            run_id: str,
+            step: str,
+            state: str,
+            deadline_at: float | None = None,
+            resolution: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.state = state
+        self.deadline_at = deadline_at
+        self.resolution = resolution
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return _set_fields(self)
 
 
-@dataclass(slots=True)
-class RunOutcome:
-    run_id: str
-    status: RunStatus
-    result: Any = None
-    error: RunError | None = None
-    waiting: list[Wait] = field(default_factory=list)
-    prints: list[str] = field(default_factory=list)
-    paused: dict[str, Any] | None = None  # who paused it, when and why (a paused run)
+class RunOutcome(Slotted):
+    __slots__ = ("run_id", "status", "result", "error", "waiting", "prints", "paused")
+
+    def __init__(
+            self,
+            run_id: str,
+            status: RunStatus,
+            result: Any = None,
+            error: RunError | None = None,
+            waiting: list[Wait] | None = None,
+            prints: list[str] | None = None,
+            paused: dict[str, Any] | None = None,  # who paused it, when and why (a paused run)
+    ) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.result = result
+        self.error = error
+        self.waiting = [] if waiting is None else waiting
+        self.prints = [] if prints is None else prints
+        self.paused = paused
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"run_id": self.run_id, "status": self.status.value}
@@ -96,35 +141,63 @@ class RunOutcome:
         return data
 
 
-@dataclass(slots=True)
-class AttemptView:
-    attempt: int
-    status: AttemptStatus
-    code: str | None
-    message: str | None
-    started_at: float | None
-    finished_at: float | None
-    usage: dict[str, Any] | None = None
+class AttemptView(Slotted):
+    __slots__ = ("attempt", "status", "code", "message", "started_at", "finished_at",
+                 "usage")
+
+    def __init__(
+            self,
+            attempt: int,
+            status: AttemptStatus,
+            code: str | None,
+            message: str | None,
+            started_at: float | None,
+            finished_at: float | None,
+            usage: dict[str, Any] | None = None,
+    ) -> None:
+        self.attempt = attempt
+        self.status = status
+        self.code = code
+        self.message = message
+        self.started_at = started_at
+        self.finished_at = finished_at
+        self.usage = usage
 
 
-@dataclass(slots=True)
-class StepView:
+class StepView(Slotted):
     """``Engine.steps()`` rows: the journal in order, outcome full and projected.
 
     ``args``: the arguments the step was called with (left out when they were too big to
     journal beside their hash); ``wake_at``: when a sleep ends."""
 
-    step_key: str
-    kind: str
-    tool: str | None
-    status: StepStatus
-    attempts: list[AttemptView]
-    outcome: Any
-    projected: str | None
-    args: Any = None
-    wake_at: float | None = None
-    created_at: float | None = None
-    updated_at: float | None = None
+    __slots__ = ("step_key", "kind", "tool", "status", "attempts", "outcome", "projected",
+                 "args", "wake_at", "created_at", "updated_at")
+
+    def __init__(
+            self,
+            step_key: str,
+            kind: str,
+            tool: str | None,
+            status: StepStatus,
+            attempts: list[AttemptView],
+            outcome: Any,
+            projected: str | None,
+            args: Any = None,
+            wake_at: float | None = None,
+            created_at: float | None = None,
+            updated_at: float | None = None,
+    ) -> None:
+        self.step_key = step_key
+        self.kind = kind
+        self.tool = tool
+        self.status = status
+        self.attempts = attempts
+        self.outcome = outcome
+        self.projected = projected
+        self.args = args
+        self.wake_at = wake_at
+        self.created_at = created_at
+        self.updated_at = updated_at
 
     @property
     def state(self) -> str:
@@ -169,33 +242,63 @@ class StepView:
         return data
 
 
+def _set_fields(value: Slotted) -> dict[str, Any]:
+    """The fields of ``value`` that are not None, by name, copied (as
+    ``dataclasses.asdict`` copied them)."""
+    import copy
+
+    return {name: copy.deepcopy(getattr(value, name)) for name in type(value).__slots__
+            if getattr(value, name) is not None}
+
+
 def _present(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v is not None}
 
 
-@dataclass(slots=True)
-class RunSummary:
+class RunSummary(Slotted):
     """One run as a list shows it: no input, result or journal (``Engine.runs``).
 
     ``owner_gone``: the run is ``running`` or ``queued`` but its lease has expired, so no
     worker is moving it on (``lashflow recover`` or any worker will)."""
 
-    run_id: str
-    process: str | None
-    status: RunStatus
-    parent_run_id: str | None
-    created_at: float
-    updated_at: float
-    waiting: list[Wait] = field(default_factory=list)
-    error: RunError | None = None
-    wake_at: float | None = None
-    cancel_requested: bool = False
-    owner: str | None = None
-    owner_gone: bool = False
-    note: str | None = None
-    version: int | None = None  # the deployed version it runs, if started by name
-    # a paused run: {"by", "at", "reason"?, "was"} (who paused it, when, why, from what)
-    paused: dict[str, Any] | None = None
+    __slots__ = ("run_id", "process", "status", "parent_run_id", "created_at", "updated_at",
+                 "waiting", "error", "wake_at", "cancel_requested", "owner", "owner_gone",
+                 "note", "version", "paused")
+
+    def __init__(
+            self,
+            run_id: str,
+            process: str | None,
+            status: RunStatus,
+            parent_run_id: str | None,
+            created_at: float,
+            updated_at: float,
+            waiting: list[Wait] | None = None,
+            error: RunError | None = None,
+            wake_at: float | None = None,
+            cancel_requested: bool = False,
+            owner: str | None = None,
+            owner_gone: bool = False,
+            note: str | None = None,
+            version: int | None = None,  # the deployed version it runs, if started by name
+            # a paused run: {"by", "at", "reason"?, "was"} (who paused it, when, why, from what)
+            paused: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.process = process
+        self.status = status
+        self.parent_run_id = parent_run_id
+        self.created_at = created_at
+        self.updated_at = updated_at
+        self.waiting = [] if waiting is None else waiting
+        self.error = error
+        self.wake_at = wake_at
+        self.cancel_requested = cancel_requested
+        self.owner = owner
+        self.owner_gone = owner_gone
+        self.note = note
+        self.version = version
+        self.paused = paused
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -217,41 +320,60 @@ class RunSummary:
         return data
 
 
-@dataclass(slots=True)
-class RunPage:
+class RunPage(Slotted):
     """One page of ``Engine.runs``, newest first; pass ``next_cursor`` for the next."""
 
-    runs: list[RunSummary]
-    next_cursor: str | None = None
+    __slots__ = ("runs", "next_cursor")
+
+    def __init__(self, runs: list[RunSummary], next_cursor: str | None = None) -> None:
+        self.runs = runs
+        self.next_cursor = next_cursor
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": [run.to_json() for run in self.runs], "next_cursor": self.next_cursor}
 
 
-@dataclass(slots=True)
-class RunDetail:
+class RunDetail(Slotted):
     """Everything an operator looks at for one run, read in one go (``Engine.run_detail``).
 
     A journal that fails its integrity checks leaves ``steps`` empty and says why in
     ``journal_error``; the run itself still reads."""
 
-    summary: RunSummary
-    input: dict[str, Any]
-    result: Any = None
-    prints: list[str] = field(default_factory=list)
-    steps: list[StepView] = field(default_factory=list)
-    children: list[RunSummary] = field(default_factory=list)
-    file: str | None = None
-    journal_error: RunError | None = None
-    # signals delivered that the process has not taken yet (``wait_signal`` takes them
-    # in delivery order): [{"name", "payload"}]
-    pending_signals: list[dict[str, Any]] = field(default_factory=list)
-    # fork lineage: {"run_id", "step"} of the run this one was forked from; runs forked
-    # from this one
-    forked_from: dict[str, Any] | None = None
-    forks: list[str] = field(default_factory=list)
-    # a schedule's run: {"name", "tick" (epoch seconds), "trigger" ("manual" or None)}
-    schedule: dict[str, Any] | None = None
+    __slots__ = ("summary", "input", "result", "prints", "steps", "children", "file",
+                 "journal_error", "pending_signals", "forked_from", "forks", "schedule")
+
+    def __init__(
+            self,
+            summary: RunSummary,
+            input: dict[str, Any],
+            result: Any = None,
+            prints: list[str] | None = None,
+            steps: list[StepView] | None = None,
+            children: list[RunSummary] | None = None,
+            file: str | None = None,
+            journal_error: RunError | None = None,
+            # signals delivered that the process has not taken yet (``wait_signal`` takes them
+            # in delivery order): [{"name", "payload"}]
+            pending_signals: list[dict[str, Any]] | None = None,
+            # fork lineage: {"run_id", "step"} of the run this one was forked from; runs forked
+            # from this one
+            forked_from: dict[str, Any] | None = None,
+            forks: list[str] | None = None,
+            # a schedule's run: {"name", "tick" (epoch seconds), "trigger" ("manual" or None)}
+            schedule: dict[str, Any] | None = None,
+    ) -> None:
+        self.summary = summary
+        self.input = input
+        self.result = result
+        self.prints = [] if prints is None else prints
+        self.steps = [] if steps is None else steps
+        self.children = [] if children is None else children
+        self.file = file
+        self.journal_error = journal_error
+        self.pending_signals = [] if pending_signals is None else pending_signals
+        self.forked_from = forked_from
+        self.forks = [] if forks is None else forks
+        self.schedule = schedule
 
     @property
     def run_id(self) -> str:

@@ -5,7 +5,6 @@ return and compute nothing."""
 from __future__ import annotations
 
 import builtins
-from dataclasses import replace
 from shlex import quote
 from typing import Any, Iterable
 
@@ -17,6 +16,7 @@ from ..store import AttemptRecord, RunRecord, StepRecord, Store
 from ..store.leases import may_claim
 from ..tools.clock import Clock
 from ..tools.outcome import OutcomeStatus
+from ..slotted import replace
 from .replay import check_journal
 from .order import display_order
 from .outcome import (

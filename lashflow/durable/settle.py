@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from typing import Protocol
 
 from ..errors import RunBusy
@@ -22,6 +21,7 @@ from ..states import STOPPED, RunStatus
 from ..store import RunRecord
 from ..store.leases import may_claim
 from ..tools.clock import Clock
+from ..slotted import replace
 from .events import Events, PhaseEvent
 from .outcome import RunOutcome, Wait
 

@@ -1,8 +1,8 @@
 """The request bodies and the answers of the HTTP API: the bodies are validated with
 these pydantic models, and bodies and answers make /openapi.json. The answers are built
 by the engine's ``to_json`` (the CLI's ``--json`` says the same); where an answer is one
-of the engine's dataclasses as it is (``RunPage``, ``CompletionInfo``, ``Wait``) that
-dataclass is its schema, else a model here mirrors it. Tests check every route's answer
+of the engine's classes as it is (``RunPage``, ``CompletionInfo``, ``Wait``) a dataclass
+here with its fields is its schema, else a model here mirrors it. Tests check every route's answer
 against its schema, so they cannot drift apart. An answer may carry fields a later
 version adds."""
 
@@ -14,8 +14,95 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..durable.selection import EXAMPLE, FIELDS
-from ..durable.outcome import AttemptView, CompletionInfo, RunError, RunPage, RunSummary, Wait
-from ..states import RunStatus
+from ..states import AttemptStatus, RunStatus
+
+
+# The engine's answers as pydantic reads them: dataclasses with the fields, types and
+# docstrings of ``lashflow.durable.outcome``'s classes, which are written out on
+# ``lashflow.slotted`` (a resume builds no dataclass it need not; ADR 0044) and so have
+# no schema of their own. tests/http checks the fields stay the same.
+
+@dataclass
+class RunError:
+    code: str
+    message: str
+    kind: str | None = None
+    line: int | None = None
+    column: int | None = None
+    site: str | None = None
+
+
+@dataclass
+class Wait:
+    """One thing a parked run waits on, with the CLI command that would resolve it."""
+
+    kind: str
+    step: str
+    resolve: str
+    tool: str | None = None
+    key: str | None = None
+    until: float | None = None
+    signal: str | None = None
+    child_run_id: str | None = None
+    state: str | None = None
+    limit: str | None = None
+
+
+@dataclass
+class CompletionInfo:
+    """What ``Engine.completion(key)`` tells about a genuine key: its run, its step and
+    ``state``: ``open`` (waiting for a result), ``resolved`` (``resolution`` says by
+    what), ``expired`` (its deadline passed) or ``not_waiting`` (the call has not parked
+    on it yet)."""
+
+    run_id: str
+    step: str
+    state: str
+    deadline_at: float | None = None
+    resolution: dict[str, Any] | None = None
+
+
+@dataclass
+class AttemptView:
+    attempt: int
+    status: AttemptStatus
+    code: str | None
+    message: str | None
+    started_at: float | None
+    finished_at: float | None
+    usage: dict[str, Any] | None = None
+
+
+@dataclass
+class RunSummary:
+    """One run as a list shows it: no input, result or journal (``Engine.runs``).
+
+    ``owner_gone``: the run is ``running`` or ``queued`` but its lease has expired, so no
+    worker is moving it on (``lashflow recover`` or any worker will)."""
+
+    run_id: str
+    process: str | None
+    status: RunStatus
+    parent_run_id: str | None
+    created_at: float
+    updated_at: float
+    waiting: list[Wait] = field(default_factory=list)
+    error: RunError | None = None
+    wake_at: float | None = None
+    cancel_requested: bool = False
+    owner: str | None = None
+    owner_gone: bool = False
+    note: str | None = None
+    version: int | None = None
+    paused: dict[str, Any] | None = None
+
+
+@dataclass
+class RunPage:
+    """One page of ``Engine.runs``, newest first; pass ``next_cursor`` for the next."""
+
+    runs: list[RunSummary]
+    next_cursor: str | None = None
 
 
 class _Body(BaseModel):
