@@ -117,6 +117,30 @@ def run_children_in_memory(source: str, stubs: dict[str, Any] | None = None,
         instructions.to_json = kept  # type: ignore[assignment]
 
 
+def run_with_serde_numbers(source: str, stubs: dict[str, Any] | None = None,
+                           signals: dict[str, Any] | None = None) -> Outcome:
+    """The outcome on lashflow with ``json_parse`` reading numbers as the original's JSON
+    reader does, one rounding too many (docs/adr/0025 ``json-number-rounding``)."""
+    from lashflow.interp import json_parse
+    from serde_float import serde_number  # noqa: PLC0415 - a sibling module of this script
+
+    kept = json_parse._read_int, json_parse._read_float
+
+    def read_int(text: str) -> int | float:
+        value = kept[0](text)  # lashflow's range check and -0
+        return value if isinstance(value, float) else serde_number(text)
+
+    def read_float(text: str) -> float:
+        kept[1](text)
+        return float(serde_number(text))
+
+    json_parse._read_int, json_parse._read_float = read_int, read_float  # restored below
+    try:
+        return run_program(source, stubs, signals)
+    finally:
+        json_parse._read_int, json_parse._read_float = kept
+
+
 def run_saturated(source: str, stubs: dict[str, Any] | None = None,
                   signals: dict[str, Any] | None = None) -> Outcome:
     """The outcome on lashflow with 2^63 and 2^64 written as the original writes them (one
@@ -285,7 +309,7 @@ def verdict(ref: Outcome, new: Outcome, source: str, stubs: dict[str, Any] | Non
 
     name = accepted_class(ref, new, source)
     for rerun, rerun_class in RERUNS if name is None and stubs is not None else ():
-        if rerun_class == "child-input-is-json" and not re.search(r"\bstart\b", source):
+        if rerun_class in _RERUN_ONLY_WITH and _RERUN_ONLY_WITH[rerun_class] not in source:
             continue
         again = verdict(ref, rerun(source, stubs, signals), source)
         if again is None or again.startswith("accepted: "):
@@ -294,9 +318,13 @@ def verdict(ref: Outcome, new: Outcome, source: str, stubs: dict[str, Any] | Non
     return f"accepted: {name}" if name else what
 
 
+# A rerun that cannot change a program without this word is not tried on it.
+_RERUN_ONLY_WITH = {"child-input-is-json": "start", "json-number-rounding": "json_parse"}
+
 # Reruns of a difference no rule explains, each under the one change its class names.
 RERUNS = ((run_saturated, "boundary-integers-one-too-low"),
-          (run_children_in_memory, "child-input-is-json"))
+          (run_children_in_memory, "child-input-is-json"),
+          (run_with_serde_numbers, "json-number-rounding"))
 
 
 if __name__ == "__main__":

@@ -182,8 +182,8 @@ def explaining_quirk(source: str, message: str) -> str | None:
     exactly ``message`` (the original's first link error), if there is one."""
     found = re.match(r"resource type `Tools` does not expose operation `([^`]*)`$", message)
     missing = found[1] if found else None
-    wanted = ({message, f"module `tools` does not expose operation `{missing}`"} if missing
-              else {message})
+    wanted = ({message, f"module `tools` does not expose operation `{missing}`"}
+              if missing is not None else {message})  # (`tools.r""`: the empty name)
     for size in range(1, len(QUIRKS) + 1):
         for combo in itertools.combinations(QUIRKS, size):
             if link_as_original(source, frozenset(combo), missing) in wanted:

@@ -76,3 +76,17 @@ def test_a_second_run_with_children_given_values_explains_only_what_json_causes(
     assert outcomes.verdict(original, new, source, {}) == "accepted: child-input-is-json"
     wrong = {"outcome": "finished", "value": "inf"}
     assert outcomes.verdict(wrong, new, source, {}) == "finished: value differs"
+
+
+def test_a_second_run_with_the_originals_json_numbers_explains_only_their_rounding() -> None:
+    """The original reads ``-999999999999999.9`` in JSON as ``-1e15`` (two roundings):
+    run again reading JSON numbers that way, the difference is accepted; a real one is
+    still reported."""
+    source = 'finish json_parse("-999999999999999.9") + 1'
+    original = {"outcome": "finished", "value": -999999999999999}
+    new = outcomes.run_program(source, {})
+    assert new["value"] == -999999999999998.9
+    assert outcomes.verdict(original, new, source) == "finished: value differs"
+    assert outcomes.verdict(original, new, source, {}) == "accepted: json-number-rounding"
+    wrong = {"outcome": "finished", "value": -999999999999998}
+    assert outcomes.verdict(wrong, new, source, {}) == "finished: value differs"
