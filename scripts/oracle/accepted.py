@@ -170,8 +170,9 @@ def json_parser_text(ref: Outcome, new: Outcome, source: str) -> bool:
     if "invalid json: " not in json.dumps(ref):
         return False
     # a process value printed beside it differs too (process-value-without-refs)
-    return differs(_json_errors_as_one(_without_process_refs(ref)), _json_errors_as_one(new),
-                   source) is None
+    # (normalised on both sides alike: printed JSON is rewritten with its keys sorted)
+    return differs(_json_errors_as_one(_without_process_refs(ref)),
+                   _json_errors_as_one(_without_process_refs(new)), source) is None
 
 
 def sleep_checked_when_linked(ref: Outcome, new: Outcome, source: str) -> bool:
