@@ -719,6 +719,10 @@ class SqliteBackend:
         self._reader: sqlite3.Connection | None = None  # for reads on the caller's thread
         self._identity: tuple[int, int] = (0, 0)  # (device, inode) of the file opened
         self._hops = 0  # aiosqlite calls under way: the connection's thread is busy
+        # The writer connection's busy timeout is 0 while inline commits use it (they must
+        # never wait on the loop's thread) and the configured one while its own thread
+        # does: switched only when the other side takes it, not twice per inline commit.
+        self._fails_fast = False
         self.inline = self._write_inline
         self.readonly = False
 
@@ -749,13 +753,22 @@ class SqliteBackend:
         if db is None:
             raise DbError("the store is not open")
         self._hops += 1
+        op = _Op(fn, args)
+        if self._fails_fast:  # an inline commit was the last to use it: wait again
+            self._fails_fast = False
+            op = _Op(self._waiting, (fn, args))
         try:
             # _Op is run by our connection factory, not as SQL text; what it returns is fn's
-            return await db.execute_fetchall(_Op(fn, args))  # type: ignore[return-value]
+            return await db.execute_fetchall(op)  # type: ignore[return-value]
         except sqlite3.DatabaseError as exc:
             raise self._db_error(exc) from exc
         finally:
             self._hops -= 1
+
+    def _waiting(self, conn: sqlite3.Connection, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """``fn(conn, *args)`` with the configured busy timeout put back first."""
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return fn(conn, *args)
 
     async def read(self, job: Job, *, scan: bool = False, snapshot: bool = False) -> Any:
         """A scan hops to the connection's thread. A point read runs on this thread, in
@@ -910,11 +923,10 @@ class SqliteBackend:
             return False, None
         self._check_file()
         try:
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            if not self._fails_fast:  # (the connection's own thread set its timeout last)
+                conn.execute("PRAGMA busy_timeout = 0")
+                self._fails_fast = True
+            conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode in _BUSY_CODES:
                 return False, None

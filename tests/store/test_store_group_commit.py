@@ -131,6 +131,37 @@ async def test_the_lone_writers_inline_commits_write_what_the_queue_writes(store
         assert set(threads) == {"other"}, threads
 
 
+async def test_the_writers_thread_waits_its_busy_timeout_after_inline_commits(
+        tmp_path: Any) -> None:
+    """Inline commits leave the writer connection failing fast (busy timeout 0: they run
+    on the loop's thread and must never wait there), and switch it once, not twice per
+    commit; whatever runs next on the connection's own thread waits the configured
+    timeout for another process's lock again, and the next inline commit fails fast."""
+    from lashflow.store.sqlite import SqliteStore
+
+    async def timeout_on_its_thread(backend: Any) -> int:
+        return int(await backend._call(
+            lambda conn: conn.execute("PRAGMA busy_timeout").fetchone()[0]))
+
+    store = SqliteStore(str(tmp_path / "busy.db"), busy_timeout=3.0)
+    await store.open()
+    try:
+        backend: Any = store.backend
+        await store.create_run(make_run("r"))
+        with store.writing():  # the lone writer: these commit inline
+            for seq in (1, 2):
+                await store.commit(step_write("r", None, seq))
+        assert backend._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert await timeout_on_its_thread(backend) == 3000
+        with store.writing():
+            await store.commit(step_write("r", None, 3))
+        assert backend._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        steps, _ = await store.load_journal("r")
+        assert [s.step_key for s in steps] == ["s1", "s2", "s3"]
+    finally:
+        await store.close()
+
+
 def test_every_statement_a_program_asks_for_is_answered_by_both_dialects() -> None:
     import ast
     import inspect
