@@ -155,7 +155,10 @@ class DurableHost:
                       for call, answer in zip(calls, answers) if answer is PARKED]
         if waits:
             raise fx.Parked(waits)
-        return [from_json(answer) for answer in answers]
+        # result wrappers as they are: the interpreter's ``normalize_wrapper`` turns the
+        # one field it reads (value or error) into a value, so converting them here too
+        # walked every answer twice
+        return answers
 
     def _pause_if_exhausted(self, ran: list[fx.ToolCall]) -> None:
         """A call whose retries just ran out pauses the run where its tool (or the run)

@@ -98,10 +98,13 @@ def retired(step: StepRecord, retries: list[dict[str, Any]]) -> bool:
                for retry in retries[written_in:])
 
 
+PENDING_TIMED_OUT = "pending tool completion timed out"  # a FAIL_TURN timeout's message
+
+
 def tool_answer(step: str, outcome: ToolOutcome) -> Decision:
     """A final tool outcome as the program sees it: its result wrapper."""
     if outcome.fail_run:
-        return Decision(FAIL, step, message="pending tool completion timed out")
+        return Decision(FAIL, step, message=PENDING_TIMED_OUT)
     return Decision(REPLAY, step, outcome.to_wrapper())
 
 
@@ -394,6 +397,7 @@ class ReplayMachine:
 
 
 __all__ = [
-    "ATTENTION", "Decision", "FAIL", "MAX_DETAIL_ARGS", "MISMATCH", "PARK", "PENDING", "REPLAY",
+    "ATTENTION", "Decision", "FAIL", "MAX_DETAIL_ARGS", "MISMATCH", "PARK", "PENDING",
+    "PENDING_TIMED_OUT", "REPLAY",
     "RUN", "ReplayMachine", "attempt_record", "check_journal", "retired", "tool_answer",
 ]

@@ -24,22 +24,32 @@ from ..store import AttemptRecord, StepRecord, Store
 from ..store.events import announced
 from ..telemetry import Telemetry
 from ..tools import (
-    CompletionBook, CompletionRecord, DispatchCall, Dispatcher, OnCancel, OnTimeout,
+    CompletionBook, CompletionRecord, Dispatcher, OnCancel, OnTimeout,
     OutcomeStatus, Resolution, Settle, ToolOutcome, ToolRegistry,
     load_tool_modules, outcome_for_resolution, runtime_plugin_stack, tools_in_module,
 )
 from ..tools.attempts import CancelSignal
 from ..tools.budget import hint_for
 from ..tools.clock import Clock
-from ..tools.definition import ToolDefinition
+from ..tools.definition import RegisteredTool, ToolDefinition
+from ..tools.dispatch import together
 from .canonical import canonical_json
 from .endings import FailTurn
 from .events import Events
 from .journal import RunJournal
 from .outcome import Wait
-from .replay import FAIL, Decision, attempt_record, tool_answer
+from .replay import FAIL, PENDING_TIMED_OUT, Decision, attempt_record
 from .programs import Source, read_source
 from .ratelimits import CallLimiter, Plan, StoreGate
+
+
+_NO_TAILS: frozenset[str] = frozenset()
+# the empty containers a lone call's journal shares instead of making its own (never
+# added to: a lone call commits nothing of its own, and its starts are not durable
+# until one is, when the journal makes a set of its own)
+_NO_STEPS: Any = frozenset()
+_NO_STARTS: Any = frozenset()
+_NOTHING: Any = ()
 
 
 class _Parked:
@@ -185,7 +195,7 @@ class RunAttemptJournal:
         self.calls = calls  # step key -> (the call, its canonical arguments text)
         self.tails = tails  # steps of tools whose budget keeps the tail (``output_tail``)
         self.starts: dict[tuple[str, int], float] = {}
-        self.durable_starts: set[tuple[str, int]] = set()
+        self.durable_starts: set[tuple[str, int]] = _NO_STARTS  # a set once one is durable
         # (step, attempt) -> the announcer's token while it waits, then the write
         self._announcing: dict[tuple[str, int], object] = {}
         # calls announced at one firing of the announcer share one write (a fan-out's
@@ -195,16 +205,17 @@ class RunAttemptJournal:
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so
         # a crash loses only the calls still running (a lone call's outcome is held and
-        # written with the run's next write, ADR 0009).
-        self.eager = len(calls) > 1
-        self.committed: set[str] = set()
+        # written with the run's next write, ADR 0009). A lone call's journal makes none
+        # of the containers below (they are a batch's).
+        self.eager = eager = len(calls) > 1
+        self.committed: set[str] = set() if eager else _NO_STEPS
         # Members that end in the same turn of the event loop share one commit (a wide
         # fan-out's calls all end at once): one write, not one per member. A member does
         # not wait for it: the batch waits for all of them (``durable``) before any
         # answer is used, so a thousand members are not woken once more each.
-        self._ended: list[tuple[StepRecord, AttemptRecord]] = []
+        self._ended: list[tuple[StepRecord, AttemptRecord]] = [] if eager else _NOTHING
         self._flush: asyncio.Future[None] | None = None
-        self._flushes: list[asyncio.Future[None]] = []
+        self._flushes: list[asyncio.Future[None]] = [] if eager else _NOTHING
 
     def _attempt(self, step_key: str, attempt: int, outcome: ToolOutcome | None,
                  at: float | None = None) -> AttemptRecord:
@@ -222,6 +233,8 @@ class RunAttemptJournal:
     async def attempt_started(self, step_key: str, attempt: int, at: float, *, durable: bool) -> None:
         self.starts[(step_key, attempt)] = at
         if durable:
+            if self.durable_starts is _NO_STARTS:
+                self.durable_starts = set()
             self.durable_starts.add((step_key, attempt))
             await self.journal.commit([self.step(step_key, StepStatus.STARTED, None)],
                                    [self._attempt(step_key, attempt, None, at)])
@@ -451,7 +464,7 @@ class ToolRunner:
 
     def limited(self, calls: list[ToolCallEffect]) -> list[tuple[str, ToolDefinition]]:
         """The calls of a batch whose tools are rate-limited: (step key, definition)."""
-        if self.limiter is None:
+        if self.limiter is None or not self.registry.limited:
             return []
         return [(call.step, definition) for call in calls
                 if (definition := self.registry.get(call.module, call.operation).definition
@@ -470,74 +483,90 @@ class ToolRunner:
         """Run fresh (or interrupted) calls as one concurrent batch, each from the attempt
         its decision names; answers are result wrappers (JSON) or ``PARKED``. ``slots``:
         when rate-limited calls may start (``plan_limits``)."""
+        registry = self.registry
         assert self.dispatcher is not None and self.book is not None
+        run_id = journal.run_id
         by_step: dict[str, tuple[ToolCallEffect, str]] = {}
-        planned: list[DispatchCall] = []
+        planned: list[tuple[RegisteredTool, ToolCallEffect, int, StoreGate | None]] = []
         interrupted: list[AttemptRecord] = []
         tails: set[str] = set()
         gates: dict[str, StoreGate] = {}  # calls with limits held in the store
+        limiter = self.limiter if registry.limited else None  # (no tool has a limit)
         for call, decision in calls:
             by_step[call.step] = (call, canonical_json(call.input))
-            interrupted += decision.attempts
-            definition = self.registry.get(call.module, call.operation).definition
+            if decision.attempts:
+                interrupted += decision.attempts
+            entry = registry.get(call.module, call.operation)
+            definition = entry.definition
             if definition.output_tail:
                 tails.add(call.step)
-            gate = None if self.limiter is None else self.limiter.gate(
-                definition, journal.run_id, call.step, journal.generation,
-                (slots or {}).get(call.step))
+            gate = None if limiter is None else limiter.gate(
+                definition, run_id, call.step, journal.generation, (slots or {}).get(call.step))
             if gate is not None:
                 gates[call.step] = gate
-            planned.append(DispatchCall(call.module, call.operation, call.input, call.step,
-                                        decision.attempt, gate))
+            planned.append((entry, call, decision.attempt, gate))
         if interrupted:  # the journal shows the attempt a crash cut short
             await journal.commit([], interrupted)
-        attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails), self.announcer)
+        attempts_journal = RunAttemptJournal(journal, by_step, frozenset(tails) if tails else _NO_TAILS,
+                                             self.announcer)
         if self.events.listeners:
-            self.events.notify({"type": "tools", "run_id": journal.run_id,
-                                "tools": [f"{c.module}.{c.name}" for c in planned]})
+            self.events.notify({"type": "tools", "run_id": run_id,
+                                "tools": [f"{call.module}.{call.operation}"
+                                          for _, call, _, _ in planned]})
         try:
             if attempts_journal.eager:
                 # While several calls are in flight no commit may block the loop they
                 # share: a second registered writer sends every commit through the store's
                 # writer thread.
                 with self.store.writing():
-                    results = await self.dispatcher.batch(planned, run_id=journal.run_id,
-                                                          journal=attempts_journal,
-                                                          cancel=cancel)
+                    outcomes = await together(self._outcomes(planned, attempts_journal, cancel))
                     await attempts_journal.durable()  # before any member's answer is used
-            else:  # a lone call commits nothing of its own (its outcome is held, ADR 0009)
-                results = await self.dispatcher.batch(planned, run_id=journal.run_id,
-                                                      journal=attempts_journal, cancel=cancel)
+            elif planned:  # a lone call commits nothing of its own (its outcome is held, ADR 0009)
+                entry, call, attempt, gate = planned[0]  # in this task: no ``together``
+                outcomes = [await self.dispatcher.outcome(entry, call.input, call.step, run_id,
+                                                          attempts_journal, cancel, attempt, gate)]
+            else:  # every call of the batch parked on its rate slot
+                outcomes = []
         finally:
             attempts_journal.close()
         answers: list[Any] = []
         steps: list[StepRecord] = []
         attempts: list[AttemptRecord] = []
-        pending: list[tuple[int, Any]] = []
-        for index, result in enumerate(results):
-            outcome = result.outcome
-            if gates and (gate := gates.get(result.step_key)) and gate.parked is not None:
+        pending: list[tuple[int, str, ToolOutcome]] = []
+        for index, ((_, call, _, _), outcome) in enumerate(zip(planned, outcomes)):
+            step_key = call.step
+            if gates and (gate := gates.get(step_key)) and gate.parked is not None:
                 answers.append(LimitParked(gate.parked))  # nothing to record: no attempt ran
                 continue
             if outcome.status is OutcomeStatus.PENDING:
                 answers.append(PARKED)
-                pending.append((index, result))
+                pending.append((index, step_key, outcome))
                 continue
             if outcome.status is OutcomeStatus.EXHAUSTED:
-                journal.exhausted[result.step_key] = outcome.message or str(outcome.code)
-            if result.step_key not in attempts_journal.committed:
-                steps.append(attempts_journal.step(result.step_key, StepStatus.DONE, outcome.to_json()))
-                final = attempts_journal.final.get(result.step_key)
+                journal.exhausted[step_key] = outcome.message or str(outcome.code)
+            if step_key not in attempts_journal.committed:
+                steps.append(attempts_journal.step(step_key, StepStatus.DONE, outcome.to_json()))
+                final = attempts_journal.final.get(step_key)
                 if final is not None:
                     attempts.append(final)
-            answers.append(self._answer(tool_answer(result.step_key, outcome)))
+            if outcome.fail_run:  # (``tool_answer``'s two cases, without its Decision)
+                raise FailTurn(PENDING_TIMED_OUT)
+            answers.append(outcome.to_wrapper())
         if pending:
             await journal.commit(steps, attempts)  # before the waits open
         elif steps or attempts:
             journal.machine.hold(steps, attempts)  # written before the next effect (ADR 0009)
-        for index, result in pending:
-            answers[index] = await self._begin_wait(journal, result.step_key, result.outcome)
+        for index, step_key, outcome in pending:
+            answers[index] = await self._begin_wait(journal, step_key, outcome)
         return answers
+
+    def _outcomes(self, planned: list[tuple[RegisteredTool, ToolCallEffect, int, StoreGate | None]],
+                  journal: RunAttemptJournal, cancel: CancelSignal) -> list[Any]:
+        """The outcome coroutines of a batch's calls (each from its first attempt)."""
+        assert self.dispatcher is not None
+        outcome, run_id = self.dispatcher.outcome, journal.journal.run_id
+        return [outcome(entry, call.input, call.step, run_id, journal, cancel, attempt, gate)
+                for entry, call, attempt, gate in planned]
 
     @staticmethod
     def _answer(decision: Decision) -> Any:

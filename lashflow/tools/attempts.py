@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from lashflow.errors import InputInvalid
 from lashflow.json_kinds import FLOAT_MAX, check_json_text
 from lashflow.tools.clock import Clock
-from lashflow.tools.context import ToolCall, ToolContext
+from lashflow.tools.context import ToolCall
 from lashflow.tools.definition import RegisteredTool
 from lashflow.tools.keys import KeyRing
 from lashflow.tools.limits import CallGate
@@ -131,9 +131,6 @@ class CallEnv(Slotted):
         self.gate = gate
 
 
-_GRACE_EXPIRED = object()
-
-
 async def _first(*aws: asyncio.Future[Any]) -> None:
     await asyncio.wait(aws, return_when=asyncio.FIRST_COMPLETED)
 
@@ -188,80 +185,80 @@ class _Grace:
         self.task.cancel()
 
 
-async def _run_with_grace_signal(coro: Any, cancel: CancelSignal, clock: Clock, grace: float) -> Any:
-    """The grace, run in the caller's own task (ADR 0011).
-
-    No task of its own: a task per attempt cost 30-50 us a step (its creation and two
-    extra event-loop turns). The tool runs as a plain ``await``, so ``asyncio.timeout``
-    and ``current_task()`` inside it see the task that runs the call. A cancel starts the
-    grace timer; when it expires the caller's task is cancelled, the CancelledError that
-    comes out of the tool is taken back (``uncancel``) and the attempt ends cancelled.
-    A tool that swallows that CancelledError keeps its run until it returns.
-    """
-    task = asyncio.current_task()
-    assert task is not None
-    armed = _Grace(task, clock, grace)
-    if cancel.is_set():
-        armed()
-    else:
-        cancel.on_set(armed)
-    try:
-        returned = await coro
-    except asyncio.CancelledError:
-        if armed.expired:
-            task.uncancel()
-            return _GRACE_EXPIRED
-        raise
-    finally:
-        cancel.discard(armed)
-        if armed.timer is not None:
-            armed.timer.cancel()
-    if armed.expired:  # it swallowed the cancel and returned: the attempt was still cut off
-        task.uncancel()
-        return _GRACE_EXPIRED
-    return returned
-
-
-async def _run_with_grace(coro: Any, cancel: asyncio.Event, clock: Clock, grace: float) -> Any:
-    """Run ``coro``; once ``cancel`` is set give it ``grace`` seconds, then cut it off.
-
-    One implementation of the grace: a plain ``asyncio.Event`` (the dispatcher's public
-    API takes one) is bridged to a ``CancelSignal`` by one watcher task (a
-    ``CancelSignal`` is given to ``_run_with_grace_signal`` directly)."""
+def _bridge(cancel: asyncio.Event) -> tuple[CancelSignal, asyncio.Future[Any]]:
+    """A ``CancelSignal`` set when a plain ``asyncio.Event`` is (the dispatcher's public
+    API takes one): one watcher task, cancelled by the caller when the attempt ends."""
     signal = CancelSignal()
     if cancel.is_set():
         signal.set()
     watcher = asyncio.ensure_future(cancel.wait())
     watcher.add_done_callback(lambda w: None if w.cancelled() else signal.set())
-    try:
-        return await _run_with_grace_signal(coro, signal, clock, grace)
-    finally:
-        watcher.cancel()
+    return signal, watcher
 
 
 async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Clock) -> tuple[ToolResult, str | None]:
-    """Run ``execute`` once; every way it can end becomes a ``ToolResult``."""
-    try:
-        if env.cancel is None:
+    """Run ``execute`` once; every way it can end becomes a ``ToolResult``.
+
+    With a cancel, the grace runs in the caller's own task (ADR 0011), in this frame (a
+    frame of its own cost a coroutine per call): no task per attempt (its creation and
+    two extra event-loop turns were 30-50 us a step). The tool runs as a plain
+    ``await``, so ``asyncio.timeout`` and ``current_task()`` inside it see the task that
+    runs the call. A cancel starts the grace timer; when it expires the caller's task is
+    cancelled, the CancelledError that comes out of the tool is taken back
+    (``uncancel``) and the attempt ends cancelled. A tool that swallows that
+    CancelledError keeps its run until it returns."""
+    cancel = env.cancel
+    if cancel is None:
+        try:
             returned = await tool.execute(call)
-        else:
-            cancel = env.cancel
-            if isinstance(cancel, CancelSignal):  # the durable host's: no bridge, no frame
-                returned = await _run_with_grace_signal(tool.execute(call), cancel, clock,
-                                                        env.cancel_grace)
-            else:
-                returned = await _run_with_grace(tool.execute(call), cancel, clock,
-                                                 env.cancel_grace)
-            if returned is _GRACE_EXPIRED:
-                return ToolResult.cancelled(CANCELLED_MESSAGE), None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # we are being cancelled ourselves: not the tool's outcome
+            return ToolResult.cancelled(CANCELLED_MESSAGE), None
+        except Exception as exc:
+            return _raised(exc)
+        return _coerced(returned)
+    watcher = None
+    if not isinstance(cancel, CancelSignal):  # the durable host's is one already
+        cancel, watcher = _bridge(cancel)
+    task = asyncio.current_task()
+    assert task is not None
+    armed = _Grace(task, clock, env.cancel_grace)
+    if cancel.is_set():
+        armed()
+    else:
+        cancel.on_set(armed)
+    try:
+        returned = await tool.execute(call)
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if armed.expired:
+            task.uncancel()
+        elif task.cancelling():
             raise  # we are being cancelled ourselves: not the tool's outcome
         return ToolResult.cancelled(CANCELLED_MESSAGE), None
     except Exception as exc:
-        text = "".join(traceback.format_exception(exc))
-        return ToolResult.retryable_failure(str(exc) or type(exc).__name__, code="tool_exception"), text
+        return _raised(exc)
+    finally:
+        cancel.discard(armed)
+        if armed.timer is not None:
+            armed.timer.cancel()
+        if watcher is not None:
+            watcher.cancel()
+    if armed.expired:  # it swallowed the cancel and returned: the attempt was still cut off
+        task.uncancel()
+        return ToolResult.cancelled(CANCELLED_MESSAGE), None
+    return _coerced(returned)
+
+
+def _raised(exc: Exception) -> tuple[ToolResult, str | None]:
+    """The tool raised: a retryable failure, with its traceback for the attempt's row."""
+    text = "".join(traceback.format_exception(exc))
+    return ToolResult.retryable_failure(str(exc) or type(exc).__name__, code="tool_exception"), text
+
+
+def _coerced(returned: Any) -> tuple[ToolResult, str | None]:
+    """What the tool returned, as a ``ToolResult`` (a plain value is ``ok``)."""
     try:
         return ToolResult.coerce(returned), None
     except Exception as exc:
@@ -269,17 +266,23 @@ async def _execute(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Cl
 
 
 def _classify(
-    result: ToolResult, tb: str | None, ctx: ToolContext, policy: RetryPolicy, started: float, finished: float
+    result: ToolResult, tb: str | None, call: ToolCall, attempt: int, max_attempts: int,
+    policy: RetryPolicy, started: float, finished: float
 ) -> ToolOutcome:
+    """The attempt's outcome. ``attempt`` and ``max_attempts`` are the context's (the
+    runner keeps 1 <= attempt <= max_attempts); its usage and minted key are read only
+    if the tool made its context (a context never read has neither)."""
+    ctx = call.made_context()
+    usage = None if ctx is None else dict(ctx.usage)
     if result.kind is ResultKind.OK and tb is None and _plain_scalar(result.value):
         # the common case, written out: an ok scalar needs no JSON check and no retry rule
-        return ToolOutcome(OutcomeStatus.OK, result.value, result.code, result.message, ctx.attempt,
-                           dict(ctx.usage), None, started_at=started, finished_at=finished)
+        return ToolOutcome(OutcomeStatus.OK, result.value, result.code, result.message, attempt,
+                           usage, None, started_at=started, finished_at=finished)
     fields: dict[str, Any] = dict(
-        attempts=ctx.attempt, usage=dict(ctx.usage), traceback=tb, started_at=started, finished_at=finished
+        attempts=attempt, usage=usage, traceback=tb, started_at=started, finished_at=finished
     )
     if result.kind is ResultKind.PENDING:
-        key = ctx.minted_key
+        key = None if ctx is None else ctx.minted_key
         if key is None:
             return ToolOutcome(OutcomeStatus.FAILED, None, "pending_tool_missing_completion_key",
                                MISSING_KEY_MESSAGE, **fields)
@@ -294,8 +297,8 @@ def _classify(
                                f"the tool's output is not JSON data: {exc.message}", **fields)
     outcome = ToolOutcome.from_result(result, **fields)
     if result.kind is ResultKind.FAILURE and result.retry.retryable:
-        if policy.retries and ctx.attempt < ctx.max_attempts:
-            return outcome.with_(retry_after=policy.delay(ctx.attempt - 1, result.retry.after))
+        if policy.retries and attempt < max_attempts:
+            return outcome.with_(retry_after=policy.delay(attempt - 1, result.retry.after))
         return outcome.with_(status=OutcomeStatus.EXHAUSTED)
     return outcome
 
@@ -379,55 +382,21 @@ def _cancelled(attempts: int, at: float) -> ToolOutcome:
     return ToolOutcome(OutcomeStatus.CANCELLED, None, "cancelled", CANCELLED_MESSAGE, attempts, finished_at=at)
 
 
-async def _one_attempt(
-    tool: RegisteredTool, call_input: Any, env: CallEnv, journal: AttemptJournal, clock: Clock,
-    attempt: int, max_attempts: int,
-) -> ToolOutcome:
-    definition = tool.definition
-    if env.limiter is not None and not await env.limiter.acquire(env.cancel):
-        return _cancelled(attempt - 1, clock.now())
-    gate = env.gate
-    try:
-        if gate is not None and not await gate.enter(attempt, env.cancel):
-            gate = None  # nothing was taken
-            return _cancelled(attempt - 1, clock.now())
-        started = clock.now()
-        await journal.attempt_started(env.step_key, attempt, started, durable=not definition.idempotent)
-        ctx = ToolContext(
-            run_id=env.run_id, step_key=env.step_key, attempt=attempt, max_attempts=max_attempts,
-            keys=env.keys, model_provider=env.model_provider, projector=env.projector, cancellation=env.cancel,
-            rate_slot=None if gate is None else gate.taken,
-        )
-        call = ToolCall(call_input, definition.name, definition.module, ctx)
-        if env.telemetry is None:
-            result, tb = await _execute(tool, call, env, clock)
-            outcome = _classify(result, tb, ctx, definition.retry, started, clock.now())
-        else:
-            outcome = await _execute_reported(tool, call, env, clock, started, env.telemetry)
-    finally:
-        try:
-            if gate is not None:
-                await gate.leave()
-        finally:
-            if env.limiter is not None:
-                env.limiter.release()
-    await journal.attempt_finished(env.step_key, attempt, outcome)
-    return outcome
-
-
-async def _execute_reported(tool: RegisteredTool, call: ToolCall, env: CallEnv, clock: Clock,
-                            started: float, telemetry: Any) -> ToolOutcome:
+async def _execute_reported(tool: RegisteredTool, call: ToolCall, attempt: int, max_attempts: int,
+                            env: CallEnv, clock: Clock, started: float, telemetry: Any) -> ToolOutcome:
     """One attempt inside its span (current while the tool runs), counted."""
     definition = tool.definition
     name = f"{definition.module}.{definition.name}"
     tracing = telemetry.tracing
     if tracing is None:
         result, tb = await _execute(tool, call, env, clock)
-        outcome = _classify(result, tb, call.context, definition.retry, started, clock.now())
+        outcome = _classify(result, tb, call, attempt, max_attempts, definition.retry, started,
+                            clock.now())
     else:
-        with tracing.attempt(env.run_id, env.step_key, name, call.context.attempt) as span:
+        with tracing.attempt(env.run_id, env.step_key, name, attempt) as span:
             result, tb = await _execute(tool, call, env, clock)
-            outcome = _classify(result, tb, call.context, definition.retry, started, clock.now())
+            outcome = _classify(result, tb, call, attempt, max_attempts, definition.retry,
+                                started, clock.now())
             tracing.attempt_ended(span, outcome.status.value, outcome.code, outcome.retry_after)
     if telemetry.metrics is not None:
         finished = outcome.finished_at if outcome.finished_at is not None else clock.now()
@@ -451,18 +420,47 @@ async def run_attempts(
     """
     if first_attempt < 1:
         raise ValueError("attempt numbers start at 1")
-    max_attempts = max(tool.definition.retry.max_attempts, first_attempt)
+    definition = tool.definition
+    max_attempts = max(definition.retry.max_attempts, first_attempt)
     attempt = first_attempt
-    while True:
-        if env.cancel is not None and env.cancel.is_set():
+    cancel, limiter, step_key = env.cancel, env.limiter, env.step_key
+    while True:  # one attempt a turn, written out here (a coroutine of its own cost a frame)
+        if cancel is not None and cancel.is_set():
             return _cancelled(attempt - 1, clock.now())
-        outcome = await _one_attempt(tool, call_input, env, journal, clock, attempt, max_attempts)
+        if limiter is not None and not await limiter.acquire(cancel):
+            return _cancelled(attempt - 1, clock.now())
+        gate = env.gate
+        try:
+            if gate is not None and not await gate.enter(attempt, cancel):
+                gate = None  # nothing was taken
+                return _cancelled(attempt - 1, clock.now())
+            started = clock.now()
+            await journal.attempt_started(step_key, attempt, started, durable=not definition.idempotent)
+            call = ToolCall.of_attempt(
+                call_input, definition.name, definition.module, env.run_id, step_key, attempt,
+                max_attempts, env.keys, env.model_provider, env.projector, cancel,
+                None if gate is None else gate.taken)
+            if env.telemetry is None:
+                result, tb = await _execute(tool, call, env, clock)
+                outcome = _classify(result, tb, call, attempt, max_attempts, definition.retry,
+                                    started, clock.now())
+            else:
+                outcome = await _execute_reported(tool, call, attempt, max_attempts, env, clock,
+                                                  started, env.telemetry)
+        finally:
+            try:
+                if gate is not None:
+                    await gate.leave()
+            finally:
+                if limiter is not None:
+                    limiter.release()
+        await journal.attempt_finished(step_key, attempt, outcome)
         if outcome.retry_after is None:
             return outcome
         if outcome.retry_after > 0:
-            cancelled_in_delay = await _sleep_unless_cancelled(clock, outcome.retry_after, env.cancel)
+            cancelled_in_delay = await _sleep_unless_cancelled(clock, outcome.retry_after, cancel)
         else:  # a zero delay does not sleep
-            cancelled_in_delay = env.cancel is not None and env.cancel.is_set()
+            cancelled_in_delay = cancel is not None and cancel.is_set()
         if cancelled_in_delay:
             # The failed attempt is already journaled as failed; no attempt runs after it,
             # so the cancel is the step's outcome, not a second record of that attempt.

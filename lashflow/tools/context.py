@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lashflow.errors import LashflowError
 from lashflow.telemetry.tracing import current_traceparent
@@ -184,9 +184,14 @@ class ToolContext:
 
 
 class ToolCall(Slotted):
-    """One call as the tool sees it: the JSON ``input`` object, its name and context."""
+    """One call as the tool sees it: the JSON ``input`` object, its name and context.
 
-    __slots__ = ("input", "name", "module", "context")
+    The call an attempt hands its tool (``of_attempt``) makes its context when the tool
+    first reads it: a ``@tool`` function with typed parameters never does, so most
+    attempts make none (a context's eleven fields were about 3% of a short call's CPU).
+    """
+
+    __slots__ = ("input", "name", "module", "context", "_facts")
 
     def __init__(
             self,
@@ -199,3 +204,43 @@ class ToolCall(Slotted):
         self.name = name
         self.module = module
         self.context = ToolContext() if context is None else context
+        self._facts: tuple[Any, ...] | None = None  # None: ``context`` is made
+
+    @classmethod
+    def of_attempt(cls, input: Any, name: str, module: str, run_id: str, step_key: str,
+                   attempt: int, max_attempts: int, keys: KeyRing | None,
+                   model_provider: ModelProvider | None, projector: Any,
+                   cancellation: asyncio.Event | None, rate_slot: float | None) -> "ToolCall":
+        """An attempt's call, its context made from these facts when first read."""
+        call = cls.__new__(cls)
+        call.input = input
+        call.name = name
+        call.module = module
+        call._facts = (run_id, step_key, attempt, max_attempts, keys, model_provider, projector,
+                       cancellation, rate_slot)
+        return call
+
+    if not TYPE_CHECKING:  # (a ``__getattr__`` would make every unknown name Any to mypy)
+        def __getattr__(self, name: str) -> Any:
+            """Reached only for a field not set: an attempt's context, not read till now."""
+            facts = self._facts
+            if name != "context" or facts is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            run_id, step_key, attempt, max_attempts, keys, provider, projector, cancel, slot = facts
+            context = self.context = ToolContext(
+                run_id=run_id, step_key=step_key, attempt=attempt, max_attempts=max_attempts,
+                keys=keys, model_provider=provider, projector=projector, cancellation=cancel,
+                rate_slot=slot)
+            self._facts = None
+            return context
+
+    def made_context(self) -> ToolContext | None:
+        """The context if it was made (given, or read by the tool); None if never read."""
+        return self.context if self._facts is None else None
+
+    def _values(self) -> tuple[Any, ...]:
+        return (self.input, self.name, self.module, self.context)
+
+    def __repr__(self) -> str:
+        return (f"ToolCall(input={self.input!r}, name={self.name!r}, module={self.module!r}, "
+                f"context={self.context!r})")

@@ -9,8 +9,8 @@ can call it for the interpreter's ``ToolCall`` / ``ToolBatch`` effects.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 from lashflow.tools.attempts import AttemptJournal, CallEnv, NullJournal, Slots, run_attempts
 from lashflow.tools.budget import ToolOutputBudgetConfig, hint_for
@@ -26,7 +26,9 @@ from lashflow.tools.registry import ToolRegistry
 
 from ..slotted import Frozen
 
-__all__ = ["DispatchCall", "DispatchResult", "Dispatcher"]
+__all__ = ["DispatchCall", "DispatchResult", "Dispatcher", "together"]
+
+T = TypeVar("T")
 
 
 class DispatchCall(Frozen):
@@ -88,6 +90,21 @@ class DispatchResult(Frozen):
     @property
     def wrapper(self) -> dict[str, Any]:
         return self.outcome.to_wrapper()
+
+
+async def together(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run ``calls`` at once (a lone one in the caller's own task); their results in
+    order. If one raises, the others are cancelled and awaited before it propagates."""
+    if len(calls) == 1:
+        return [await calls[0]]
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class Dispatcher:
@@ -175,20 +192,8 @@ class Dispatcher:
         ]
         if len({call.step_key for call, _ in planned}) != len(planned):
             raise ValueError("two calls of one batch share a step key")
-        if len(planned) == 1:
-            call, entry = planned[0]
-            return [await self._run(entry, call, run_id, journal, cancel, wait_pending)]
-        tasks = [
-            asyncio.ensure_future(self._run(entry, call, run_id, journal, cancel, wait_pending))
-            for call, entry in planned
-        ]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+        return await together([self._run(entry, call, run_id, journal, cancel, wait_pending)
+                               for call, entry in planned])
 
     async def call(self, call: DispatchCall, **options: Any) -> DispatchResult:
         """One call (a batch of one)."""
@@ -203,40 +208,56 @@ class Dispatcher:
         cancel: asyncio.Event | None,
         wait_pending: bool,
     ) -> DispatchResult:
-        env = CallEnv(run_id, call.step_key, self.keys, self.model_provider, self.projector, cancel,
-                      self._slots(entry), self.cancel_grace, self.telemetry, call.gate)
-        if self.telemetry is None:
-            outcome = await run_attempts(entry, call.input, env, journal, self.clock,
-                                         call.first_attempt)
-        else:
-            outcome = await self._run_reported(entry, call, env, journal)
-        if outcome.status is OutcomeStatus.PENDING and self.completions is not None:
-            book = self.completions
-            d = entry.definition
-            resolution = await book.begin_wait_for(outcome, run_id, call.step_key, d.module, d.name)
-            if resolution is None and wait_pending:
-                resolution = await book.wait(run_id, call.step_key, cancel=cancel)
-            if resolution is not None:
-                outcome = outcome_for_resolution(outcome, resolution)
-                await journal.attempt_finished(call.step_key, outcome.attempts, outcome)
+        outcome = await self.outcome(entry, call.input, call.step_key, run_id, journal, cancel,
+                                     call.first_attempt, call.gate, wait_pending)
         d = entry.definition
         projected = (self.project(outcome, tail=d.output_tail, run_id=run_id, step_key=call.step_key)
                      if self.project_results else None)
         return DispatchResult(call.step_key, d.module, d.name, outcome, projected)
 
-    async def _run_reported(self, entry: RegisteredTool, call: DispatchCall, env: CallEnv,
-                            journal: AttemptJournal) -> ToolOutcome:
+    async def outcome(
+        self,
+        entry: RegisteredTool,
+        input: Any,
+        step_key: str,
+        run_id: str,
+        journal: AttemptJournal,
+        cancel: asyncio.Event | None,
+        first_attempt: int = 1,
+        gate: CallGate | None = None,
+        wait_pending: bool = False,
+    ) -> ToolOutcome:
+        """One call of ``entry`` (looked up by the caller) to its outcome, unprojected.
+        The durable host runs its calls through this: no ``DispatchCall`` to describe a
+        call, no ``DispatchResult`` to carry its outcome back (two frozen objects a call)."""
+        env = CallEnv(run_id, step_key, self.keys, self.model_provider, self.projector, cancel,
+                      self._slots(entry), self.cancel_grace, self.telemetry, gate)
+        if self.telemetry is None:
+            outcome = await run_attempts(entry, input, env, journal, self.clock, first_attempt)
+        else:
+            outcome = await self._run_reported(entry, input, first_attempt, env, journal)
+        if outcome.status is OutcomeStatus.PENDING and self.completions is not None:
+            book = self.completions
+            d = entry.definition
+            resolution = await book.begin_wait_for(outcome, run_id, step_key, d.module, d.name)
+            if resolution is None and wait_pending:
+                resolution = await book.wait(run_id, step_key, cancel=cancel)
+            if resolution is not None:
+                outcome = outcome_for_resolution(outcome, resolution)
+                await journal.attempt_finished(step_key, outcome.attempts, outcome)
+        return outcome
+
+    async def _run_reported(self, entry: RegisteredTool, input: Any, first_attempt: int,
+                            env: CallEnv, journal: AttemptJournal) -> ToolOutcome:
         """``run_attempts`` inside the step's span, counted by its outcome."""
         telemetry = self.telemetry
         tool = f"{entry.definition.module}.{entry.definition.name}"
         tracing = telemetry.tracing
         if tracing is None:
-            outcome = await run_attempts(entry, call.input, env, journal, self.clock,
-                                         call.first_attempt)
+            outcome = await run_attempts(entry, input, env, journal, self.clock, first_attempt)
         else:
-            with tracing.step(env.run_id, call.step_key, tool) as span:
-                outcome = await run_attempts(entry, call.input, env, journal, self.clock,
-                                             call.first_attempt)
+            with tracing.step(env.run_id, env.step_key, tool) as span:
+                outcome = await run_attempts(entry, input, env, journal, self.clock, first_attempt)
                 tracing.step_ended(span, outcome.status.value, outcome.attempts)
         if telemetry.metrics is not None:
             telemetry.metrics.step(tool, outcome.status.value)

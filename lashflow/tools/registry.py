@@ -72,6 +72,9 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         self._tools: dict[tuple[str, str], RegisteredTool] = {}
+        # whether any tool has a limit held in the store (a rate or a global concurrency):
+        # while none has, a call's three checks of its tool's limits are one test
+        self.limited = False
         for item in tools:
             self.add(item)
 
@@ -92,6 +95,9 @@ class ToolRegistry:
                              "(@tool(module=...))",
                     )
                 self._tools[key] = entry
+                definition = entry.definition
+                if definition.bucket is not None or definition.global_concurrency is not None:
+                    self.limited = True
                 added.append(entry)
         return added
 

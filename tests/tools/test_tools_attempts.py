@@ -175,6 +175,33 @@ async def test_context_facts_and_durable_start_for_non_idempotent():
     assert entry.attempt == 3 and entry.durable_start is True
 
 
+async def test_an_attempts_context_is_made_when_the_tool_first_reads_it():
+    seen: list = []
+
+    @tool
+    async def reads(call: ToolCall) -> int:
+        seen.append(call.made_context())  # not read yet: not made
+        context = call.context
+        seen.append(context is call.context is call.made_context())
+        context.usage["requests"] = 2  # what a direct completion records
+        return context.attempt
+
+    @tool
+    async def ignores(i: int) -> int:  # typed parameters: it never sees the call
+        return i
+
+    outcome = await run_attempts(entry_of(reads), {}, CallEnv("r", "s"), MemoryJournal(), FakeClock())
+    assert seen == [None, True]
+    assert outcome.value == 1 and outcome.usage == {"requests": 2}
+    plain = await run_attempts(entry_of(ignores), {"i": 4}, CallEnv("r", "s"), MemoryJournal(), FakeClock())
+    assert plain.value == 4 and plain.usage == {} and plain.attempts == 1
+    call = ToolCall.of_attempt({"i": 1}, "t", "m", "r", "s", 2, 3, None, None, None, None, None)
+    assert repr(call).startswith("ToolCall(input={'i': 1}, name='t', module='m', context=<")
+    assert (call.context.attempt, call.context.max_attempts, call.context.idempotency_key) == (2, 3, "r/s")
+    with pytest.raises(AttributeError):
+        call.missing  # noqa: B018  # only the context is made on demand
+
+
 async def test_interrupted_last_attempt_still_runs_once_more():
     @tool
     async def fine(call: ToolCall) -> list:
