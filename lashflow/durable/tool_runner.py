@@ -139,19 +139,21 @@ class Announcer:
 
     def __init__(self, after: float = ANNOUNCE_AFTER) -> None:
         self.after = after
-        self._due: dict[object, tuple[float, Callable[[], None]]] = {}
+        # callback -> when it is due: each entry's callback is a new closure, so it is
+        # its own token (no token object and no tuple an entry)
+        self._due: dict[Any, float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the timer's
 
     def add(self, callback: Callable[[], None]) -> object:
-        """Call ``callback`` in ``after`` s unless ``discard`` comes first; the token."""
+        """Call ``callback`` in ``after`` s unless ``discard`` comes first; the token. Each
+        entry needs a callback object of its own (one added again replaces its entry)."""
         loop = asyncio.get_running_loop()
-        token = object()
         at = loop.time() + self.after
-        self._due[token] = (at, callback)
+        self._due[callback] = at
         if self._timer is None or self._loop is not loop:  # (an engine opened again)
             self._timer, self._loop = loop.call_at(at, self._fire), loop
-        return token
+        return callback
 
     def discard(self, token: object) -> None:
         self._due.pop(token, None)  # the timer stays: it finds nothing due, or the next
@@ -165,17 +167,16 @@ class Announcer:
         loop = asyncio.get_running_loop()
         now = loop.time()
         due = self._due
-        ready: list[object] = []
-        for token, (at, _) in due.items():
+        ready: list[Callable[[], None]] = []
+        for callback, at in due.items():
             if at > now:
                 break
-            ready.append(token)
-        for token in ready:
-            entry = due.pop(token, None)
-            if entry is not None:  # (an earlier callback may have discarded it)
-                entry[1]()
+            ready.append(callback)
+        for callback in ready:
+            if due.pop(callback, None) is not None:  # (an earlier one may have discarded it)
+                callback()
         if due and self._timer is None:
-            self._timer = loop.call_at(next(iter(due.values()))[0], self._fire)
+            self._timer = loop.call_at(next(iter(due.values())), self._fire)
 
 
 class RunAttemptJournal:

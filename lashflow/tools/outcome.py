@@ -12,7 +12,7 @@ from typing import Any
 
 from lashflow.tools.results import PendingCompletion, ResultKind, ToolResult
 
-from ..slotted import Frozen, replace
+from ..slotted import Frozen, replace, slot_setters
 
 __all__ = ["OutcomeStatus", "ToolOutcome"]
 
@@ -77,21 +77,21 @@ class ToolOutcome(Frozen):
             started_at: float | None = None,
             finished_at: float | None = None,
     ) -> None:
-        setter = object.__setattr__
-        setter(self, "status", status)
-        setter(self, "value", value)
-        setter(self, "code", code)
-        setter(self, "message", message)
-        setter(self, "attempts", attempts)
-        setter(self, "usage", {} if usage is None else usage)
-        setter(self, "traceback", traceback)
-        setter(self, "retry_after", retry_after)
-        setter(self, "key", key)
-        setter(self, "pending", pending)
-        setter(self, "deadline_at", deadline_at)
-        setter(self, "fail_run", fail_run)
-        setter(self, "started_at", started_at)
-        setter(self, "finished_at", finished_at)
+        # one made per attempt: its fields set through their slots (``slot_setters``)
+        _status(self, status)
+        _value(self, value)
+        _code(self, code)
+        _message(self, message)
+        _attempts(self, attempts)
+        _usage(self, {} if usage is None else usage)
+        _traceback(self, traceback)
+        _retry_after(self, retry_after)
+        _key(self, key)
+        _pending(self, pending)
+        _deadline_at(self, deadline_at)
+        _fail_run(self, fail_run)
+        _started_at(self, started_at)
+        _finished_at(self, finished_at)
 
     @classmethod
     def from_result(cls, result: ToolResult, **fields: Any) -> "ToolOutcome":
@@ -166,3 +166,7 @@ class ToolOutcome(Frozen):
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
         )
+
+
+(_status, _value, _code, _message, _attempts, _usage, _traceback, _retry_after, _key, _pending,
+ _deadline_at, _fail_run, _started_at, _finished_at) = slot_setters(ToolOutcome)

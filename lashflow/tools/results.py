@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from lashflow.json_text import compact_any as compact
 from lashflow.tools._json import jsonable
 
-from ..slotted import Frozen, replace
+from ..slotted import Frozen, replace, slot_setters
 
 __all__ = [
     "OnCancel", "OnTimeout", "PendingCompletion", "ResultKind", "Retry", "ToolResult",
@@ -142,13 +142,13 @@ class ToolResult(Frozen):
             retry: Retry = Retry.NEVER,
             pending_completion: PendingCompletion | None = None,
     ) -> None:
-        setter = object.__setattr__
-        setter(self, "kind", kind)
-        setter(self, "value", value)
-        setter(self, "code", code)
-        setter(self, "message", message)
-        setter(self, "retry", retry)
-        setter(self, "pending_completion", pending_completion)
+        # one made per attempt: its fields set through their slots (``slot_setters``)
+        _kind(self, kind)
+        _value(self, value)
+        _code(self, code)
+        _message(self, message)
+        _retry(self, retry)
+        _pending_completion(self, pending_completion)
 
     @classmethod
     def ok(cls, value: Any = None) -> "ToolResult":
@@ -195,3 +195,6 @@ class ToolResult(Frozen):
     def coerce(cls, value: Any) -> "ToolResult":
         """A tool may return a ``ToolResult`` or a plain value (meaning ``ok(value)``)."""
         return value if isinstance(value, ToolResult) else cls.ok(value)
+
+
+_kind, _value, _code, _message, _retry, _pending_completion = slot_setters(ToolResult)
