@@ -102,7 +102,9 @@ class DurableHost:
             # mypy does not narrow a union on a stored type(): the ignores below say so
             return effect.value  # type: ignore[union-attr]
         if kind is not fx.Observe or effect.kind != "print":  # type: ignore[union-attr]
-            await self.journal.flush_held()  # what is held is durable before this effect
+            machine = self.machine  # what is held is durable before this effect
+            if machine.held_steps or machine.held_attempts:  # (``flush_held``, inline)
+                await self.journal.commit()
             self.held_prints = 0
         # the effect limit is counted once, by the interpreter as it yields each effect
         self._check_cancel()

@@ -61,10 +61,21 @@ class RunJournal:
     async def commit(self, steps: Sequence[StepRecord] = (),
                      attempts: Sequence[AttemptRecord] = ()) -> None:
         """Write ``steps`` and ``attempts`` durably, together with any held outcomes."""
-        held_steps, held_attempts = self.machine.take_held()
-        steps, attempts = held_steps + list(steps), held_attempts + list(attempts)
+        machine = self.machine
+        if machine.held_steps or machine.held_attempts:
+            # the held lists are the machine's no more: this write extends them in place
+            held_steps, held_attempts = machine.take_held()
+            if steps:
+                held_steps += steps
+            if attempts:
+                held_attempts += attempts
+            steps, attempts = held_steps, held_attempts
+        # a caller's own list is written as it is (nobody changes it while it is written)
+        steps = steps if type(steps) is list else list(steps)
+        attempts = attempts if type(attempts) is list else list(attempts)
         await self.store.commit(Commit(self.run_id, self.generation, steps, attempts))
-        self.notify_steps(steps)
+        if self.events.listeners:
+            self.notify_steps(steps)
 
     async def announce(self, events: list[tuple[str, str, float]]) -> None:
         """Write events with no row behind them (fenced like every write of the drive);
@@ -77,6 +88,7 @@ class RunJournal:
             pass
 
     async def flush_held(self) -> None:
+        """Write what the machine holds, if anything (``commit`` carries it)."""
         if self.machine.held_steps or self.machine.held_attempts:
             await self.commit()
 

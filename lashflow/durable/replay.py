@@ -133,21 +133,28 @@ class ReplayMachine:
 
     def __init__(self, run_id: str, steps: list[StepRecord], attempts: list[AttemptRecord],
                  retries: list[dict[str, Any]] | None = None) -> None:
-        retries = retries or []
         self.run_id = run_id
-        self.retry = len(retries)
-        self.steps: dict[str, StepRecord] = {step.step_key: step for step in steps
-                                             if not (retries and retired(step, retries))}
+        self.retry = len(retries) if retries else 0
+        self.steps: dict[str, StepRecord] = {}
         self.attempts: dict[str, list[AttemptRecord]] = {}
+        # The runs this run started: the only ones it may await, cancel or signal. A
+        # handle is a plain record, so one naming any other run is refused, never used.
+        self.children: set[str] = set()
+        self.seq = 1
+        self.held_steps: list[StepRecord] = []
+        self.held_attempts: list[AttemptRecord] = []
+        if steps or attempts:  # (a fresh run's drive has nothing to index)
+            self._index(steps, attempts, retries or [])
+
+    def _index(self, steps: list[StepRecord], attempts: list[AttemptRecord],
+               retries: list[dict[str, Any]]) -> None:
+        self.steps = {step.step_key: step for step in steps
+                      if not (retries and retired(step, retries))}
         for attempt in attempts:
             self.attempts.setdefault(attempt.step_key, []).append(attempt)
         self.seq = max((step.seq for step in steps), default=0) + 1
-        # The runs this run started: the only ones it may await, cancel or signal. A
-        # handle is a plain record, so one naming any other run is refused, never used.
         self.children = {step.outcome["id"] for step in self.steps.values()
                          if step.kind == "start" and isinstance(step.outcome, dict)}
-        self.held_steps: list[StepRecord] = []
-        self.held_attempts: list[AttemptRecord] = []
 
     def get(self, step_key: str) -> StepRecord | None:
         return self.steps.get(step_key)

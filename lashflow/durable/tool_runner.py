@@ -11,9 +11,10 @@ attempt start is written lazily with its final outcome, in the same commit as th
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import LashflowError
 from ..interp.effects import ToolCall as ToolCallEffect
@@ -42,6 +43,9 @@ from .replay import FAIL, PENDING_TIMED_OUT, Decision, attempt_record
 from .programs import Source, read_source
 from .ratelimits import CallLimiter, Plan, StoreGate
 
+if TYPE_CHECKING:  # the syntax tree loads with the first compile
+    from ..interp.values import Resource
+    from ..lang import ast
 
 _NO_TAILS: frozenset[str] = frozenset()
 # the empty containers a lone call's journal shares instead of making its own (never
@@ -315,6 +319,16 @@ class RunAttemptJournal:
         await self.journal.commit([step for step, _ in ended], [record for _, record in ended])
 
 
+@functools.cache
+def _resource_classes() -> tuple[type[Resource], type[ast.TypeName]]:
+    """(``Resource``, ``ast.TypeName``), imported with the first run bound and kept (the
+    syntax tree loads with the first compile; two import statements a run cost 1.5 us)."""
+    from ..interp.values import Resource
+    from ..lang import ast
+
+    return Resource, ast.TypeName
+
+
 def _retrieved(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()  # the batch that waits for it reports it; nobody else may
@@ -427,14 +441,12 @@ class ToolRunner:
         by_type = self._resources()
         if not by_type:
             return args
-        from ..interp.values import Resource
-        from ..lang import ast
-
+        resource, type_name = _resource_classes()
         for param in decl.params:
-            if isinstance(param.type, ast.TypeName) and param.type.name in by_type:
+            if isinstance(param.type, type_name) and param.type.name in by_type:
                 value = args.get(param.name)
                 if isinstance(value, str):
-                    args[param.name] = Resource(param.type.name, value)
+                    args[param.name] = resource(param.type.name, value)
         return args
 
     def project(self, value: Any, *, tool: str | None = None, run_id: str | None = None,

@@ -48,10 +48,20 @@ class GroupCommit:
     def idle(self) -> bool:
         return self._flusher is None and not self._queue
 
-    async def submit(self, op: Any, *, alone: bool = False) -> Any:
-        """Write ``op``; return what it returned once it is durable. ``alone``: the caller
-        is the store's only registered writer (nobody could share its commit)."""
-        if alone and self._inline is not None and self.idle:
+    def submit(self, op: Any, *, alone: bool = False) -> Awaitable[Any]:
+        """Write ``op``; the awaitable gives what it returned once it is durable. ``alone``:
+        the caller is the store's only registered writer (nobody could share its commit).
+        A queued write is queued by this call and its awaitable is its future (no
+        coroutine of its own: the caller's task waits on the future itself)."""
+        if alone and self._inline is not None:
+            return self._submit_alone(op)
+        return self._enqueue(op)
+
+    async def _submit_alone(self, op: Any) -> Any:
+        """The lone writer's commit on its own thread when nothing is queued or being
+        written (ADR 0008), else the queue like any other."""
+        if self._flusher is None and not self._queue:
+            assert self._inline is not None
             report = self.on_commit
             began = time.perf_counter() if report is not None else 0.0
             done, value = self._inline(op)
@@ -59,14 +69,18 @@ class GroupCommit:
                 if report is not None:
                     report(time.perf_counter() - began, 1)
                 return value
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        return await self._enqueue(op)
+
+    def _enqueue(self, op: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         self._queue.append((op, future))
         if self._flusher is None:
             # a task, not this caller: a cancelled caller never strands the rest of its group
-            flusher = asyncio.get_running_loop().create_task(self._flush())
+            flusher = loop.create_task(self._flush())
             flusher.add_done_callback(self._flusher_ended)
             self._flusher = flusher
-        return await future
+        return future
 
     async def _flush(self) -> None:
         batch: list[tuple[Any, asyncio.Future[Any]]] = []

@@ -198,3 +198,16 @@ def test_a_corrupt_row_is_refused_before_anything_replays() -> None:
     bad = StepRecord("r", STEP, "tool", "m.op", None, "done", "not an outcome", {}, seq=1)
     with pytest.raises(JournalCorrupt, match="without a usable outcome"):
         R.check_journal("r", [bad])
+
+
+def test_a_fresh_machine_is_what_indexing_no_records_gives() -> None:
+    """A fresh run's drive skips the indexing (ADR 0048): the state is the same."""
+    fresh = ReplayMachine("r", [], [], [{"from_seq": 1}])
+    indexed = ReplayMachine("r", [], [], [{"from_seq": 1}])
+    indexed._index([], [], [{"from_seq": 1}])
+    for machine in (fresh, indexed):
+        assert (machine.steps, machine.attempts, machine.children, machine.seq,
+                machine.retry) == ({}, {}, set(), 1, 1)
+    assert ReplayMachine("r", [], []).retry == 0
+    only_attempts = ReplayMachine("r", [], [AttemptRecord("r", STEP, 2, "failed")])
+    assert only_attempts.tool(EFFECTS["tool"], lambda call: False, False).attempt == 3
