@@ -121,13 +121,17 @@ class DurableHost:
         still pending once all have been recorded."""
         machine, tools = self.machine, self.tools
         answers: list[Any] = [None] * len(calls)
-        fresh: list[tuple[int, fx.ToolCall, Decision]] = []
+        # the calls to run, as run_calls takes them, and where each answer goes (two
+        # lists, so a lone call makes no comprehension to split them)
+        fresh: list[tuple[fx.ToolCall, Decision]] = []
+        at: list[int] = []
         for index, call in enumerate(calls):
             decision = machine.tool(call, tools.idempotent, self.flags.retry_interrupted)
             if decision.action is REPLAY:
                 answers[index] = decision.answer
             elif decision.action is RUN:
-                fresh.append((index, call, decision))
+                fresh.append((call, decision))
+                at.append(index)
             elif decision.action is PENDING:
                 answers[index] = await tools.poll(self.journal, decision.step)
             else:
@@ -135,23 +139,22 @@ class DurableHost:
         waits: list[Wait] = []
         if fresh:
             slots = None
-            limited = tools.limited([call for _, call, _ in fresh])
+            limited = tools.limited(fresh)
             if limited:  # (no round trip, not even a coroutine, when no tool is limited)
                 plan = await tools.plan_limits(self.run_id, limited, self.reserved)
                 if plan.waits:  # calls whose rate slot is later park the run (ADR 0036)
                     later = {wait.step for wait in plan.waits}
-                    fresh = [item for item in fresh if item[1].step not in later]
+                    kept = [i for i, (call, _) in enumerate(fresh) if call.step not in later]
+                    fresh, at = [fresh[i] for i in kept], [at[i] for i in kept]
                     waits += plan.waits
                 slots = plan.slots
-            ran = await tools.run_calls(self.journal, self.flags.cancel_signal,
-                                        [(call, decision) for _, call, decision in fresh],
-                                        slots)
-            for (index, _, _), answer in zip(fresh, ran):
+            ran = await tools.run_calls(self.journal, self.flags.cancel_signal, fresh, slots)
+            for index, answer in zip(at, ran):
                 if type(answer) is LimitParked:  # its limit parks the run (ADR 0043)
                     waits.append(answer.wait)
                 answers[index] = answer
             if self.journal.exhausted:
-                self._pause_if_exhausted([call for _, call, _ in fresh])
+                self._pause_if_exhausted([call for call, _ in fresh])
         if PARKED in answers:
             waits += [machine.completion_wait(call.step, tools.key_for(self.run_id, call.step))
                       for call, answer in zip(calls, answers) if answer is PARKED]

@@ -475,11 +475,12 @@ class ToolRunner:
         found = self.registry.get(call.module, call.operation).definition.on_exhausted
         return found == "pause" or run_default == "pause"
 
-    def limited(self, calls: list[ToolCallEffect]) -> list[tuple[str, ToolDefinition]]:
-        """The calls of a batch whose tools are rate-limited: (step key, definition)."""
+    def limited(self, calls: list[tuple[ToolCallEffect, Any]]) -> list[tuple[str, ToolDefinition]]:
+        """The calls of a batch (each with its decision) whose tools are rate-limited:
+        (step key, definition)."""
         if self.limiter is None or not self.registry.limited:
             return []
-        return [(call.step, definition) for call in calls
+        return [(call.step, definition) for call, _ in calls
                 if (definition := self.registry.get(call.module, call.operation).definition
                     ).bucket is not None]
 

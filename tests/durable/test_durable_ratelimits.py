@@ -65,6 +65,10 @@ process twice() {
 process mail() {
   finish await limited.send({ i: 0 })?
 }
+
+process pair() {
+  finish await [limited.once_a_minute({ i: i }) for i in range(2)]
+}
 """
 PARKING = """
 process retried() {
@@ -146,6 +150,20 @@ async def test_a_later_slot_parks_the_run_and_shows_until_when(backend_url: str,
     assert "rate limited until" in limit.stdout and "1/m" in limit.stdout, limit.stdout
     listed = await acli(backend_url, "ratelimit", "list", "--json")
     assert '"tool:limited.once_a_minute"' in listed.stdout, listed.stdout
+
+
+async def test_a_batch_runs_the_member_whose_slot_is_now_and_parks_on_the_other(
+        backend_url: str, flow: Path) -> None:
+    """The members whose slots are later leave the batch; the others run (ADR 0036)."""
+    async with Engine(db=backend_url, tools=[once_a_minute, send]) as engine:
+        outcome = await engine.run(flow, "pair", run_id="rl-pair")
+        assert outcome.status is RunStatus.WAITING and len(SLOTS) == 1  # one ran
+        [wait] = outcome.waiting
+        assert wait.kind == "rate" and SLOTS[0] is not None and wait.until is not None
+        assert 59.9 < wait.until - SLOTS[0] < 60.1
+        steps = [(s.step_key, s.status) for s in (await engine.steps("rl-pair"))
+                 if s.kind == "tool"]
+        assert len(steps) == 1 and steps[0][1] == "done" and steps[0][0] != wait.step
 
 
 async def test_a_named_limit_nobody_defined_parks_until_it_is(backend_url: str,
