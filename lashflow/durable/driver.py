@@ -23,7 +23,7 @@ from ..errors import (DbError, Fenced, JournalCorrupt, LashflowError, LimitExcee
 from ..interp import effects as fx
 from ..interp.errors import LashRuntimeError
 from ..interp.limits import Limits
-from ..interp.values import from_json, to_json
+from ..interp.values import to_json
 from ..states import KEPT_PAUSED, SETTLED, RunStatus
 from ..store import Claimed, Commit, RunChange, RunRecord, Store
 from ..telemetry import Telemetry
@@ -376,9 +376,11 @@ class Driver:
                 RunStatus.RUNNING, waiting=[], updated_at=self.clock.now())))
         compiled = drive.compiled
         child = run.parent_run_id is not None  # its input was a record of its parent's
-        args = {k: from_json(v, child) for k, v in run.input.items()}
+        # the stored JSON as it is: the interpreter converts each argument it binds (so
+        # converting here too walked the input twice); binding resources gets a copy
+        args = run.input
         if run.process is not None:
-            args = self.tools.bind_resources(compiled.module, run.process, args)
+            args = self.tools.bind_resources(compiled.module, run.process, dict(args))
         change: RunChange
         try:
             result = await execute(compiled.program, host, process=run.process, args=args,

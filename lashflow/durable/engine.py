@@ -35,6 +35,7 @@ from .events import Events, Listener
 from .pauses import Pauses
 from ..tools.definition import ON_EXHAUSTED
 from .resolve import MISSING, Resolver
+from .run_ids import new_run_id
 from .operator import GcReport, Operator, collect
 from .outcome import CompletionInfo, RunDetail, RunOutcome, RunPage, StepView, Wait
 from .programs import Compiled, Programs, Source, entry_of, is_source_path
@@ -323,7 +324,7 @@ class Engine:
             source_or_path, process, input)
         now = self.clock.now()
         run = RunRecord(
-            run_id=run_id or f"run_{os.urandom(8).hex()}", source_hash=compiled.source_hash,
+            run_id=run_id or new_run_id(), source_hash=compiled.source_hash,
             process=process_name, input=data, input_hash=input_hash, status=RunStatus.QUEUED,
             created_at=now, updated_at=now,
             meta={"file": source.path, "tool_modules": sorted(self.tools.loaded_modules)})

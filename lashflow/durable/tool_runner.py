@@ -205,7 +205,8 @@ class RunAttemptJournal:
         self._announcing: dict[tuple[str, int], object] = {}
         # calls announced at one firing of the announcer share one write (a fan-out's
         # thousand calls come due together): one task and one commit, not one each
-        self._announced: list[tuple[str, str, float]] = []  # while _announce_write waits
+        # (a list of its own from the firing's first call: none made for a call never announced)
+        self._announced: list[tuple[str, str, float]] = _NOTHING  # while _announce_write waits
         self._announce_write: asyncio.Future[None] | None = None
         self.final: dict[str, AttemptRecord] = {}
         # In a batch of several calls each outcome is committed as soon as it is final, so

@@ -459,7 +459,9 @@ def i_call(pc: int, span: Any, site: str, module: str | None, operation: str, na
     def call(env: list[Any], stack: list[Any], vm: Any) -> int:
         args = _take(stack, nargs)
         mod = module if module is not None else receiver_module(stack.pop(), operation)
-        vm.suspend(fx.ToolCall(vm.step(site), mod, operation, tool_input(args), span), WRAPPER)
+        # ``vm.suspend``, inline: one call a step fewer
+        vm._effect = fx.ToolCall(vm.step(site), mod, operation, tool_input(args), span)
+        vm.expect = WRAPPER
         return resume
     return call
 
