@@ -284,7 +284,7 @@ class RunAttemptJournal:
         if isinstance(pending, asyncio.Future):
             await asyncio.shield(pending)  # shared: a cancelled member cancels not the others'
         elif pending is not None:
-            self.announcer.discard(pending)
+            self.announcer._due.pop(pending, None)  # ``discard``, inline: once a call
         record = self._attempt(step_key, attempt, outcome)
         if outcome.final:
             # first attempt, nothing written for it yet, nothing beyond the outcome to keep

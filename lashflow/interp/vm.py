@@ -88,7 +88,10 @@ class Interpreter:
         if self.done or self.expect is None:
             raise LashflowError("no effect is waiting for an answer", code="usage_error")
         try:
-            self._push_answer(self.expect, value)
+            if self.expect == WRAPPER:  # a call's answer, the common case: inline
+                self.stack.append(normalize_wrapper(value))
+            else:
+                self._push_answer(self.expect, value)
         except RecursionError:
             self.done = True
             raise LimitExceeded("an effect's answer is nested too deeply") from None
