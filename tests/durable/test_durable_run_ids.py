@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-
-import pytest
 
 from lashflow.durable import run_ids
 from lashflow.durable.run_ids import BATCH, new_run_id
@@ -26,7 +23,6 @@ def test_an_empty_pool_draws_again() -> None:
     assert len(run_ids._pool) == BATCH - 1 and run_id not in run_ids._pool
 
 
-@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="needs fork")
 def test_a_forked_child_does_not_reuse_its_parents_ids() -> None:
     new_run_id()  # the pool holds ids
     held = set(run_ids._pool)

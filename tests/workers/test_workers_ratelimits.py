@@ -78,8 +78,12 @@ async def test_a_rate_holds_across_workers(db: Db, fleet: Fleet, log: Path) -> N
         [bucket] = await store.rate_limits("tool:tools.rated")
     assert set(fleet.stop().values()) == {0}
     lines = calls(log, "rated")
-    assert len(lines) == 200 == bucket.calls
+    assert len(lines) == 200
     assert len({(line.run_id, line.step) for line in lines}) == 200
+    # A worker that drains may have taken slots for calls it leaves to the others (the
+    # bucket counts them: the rate errs on the safe side); at most its 16 runs' widest
+    # batch of 3 calls each.
+    assert 200 <= bucket.calls <= 200 + 16 * 3, bucket
     pids = Counter(line.pid for line in lines)
     assert first.pid in pids and len(pids) >= 2, pids
     check_slots(lines, 20, "rate 20/s")
