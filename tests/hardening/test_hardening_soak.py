@@ -165,7 +165,7 @@ class Soak:
                 data = log.read()
             complete = data[: data.rfind(b"\n") + 1]
             self._read += len(complete)
-            self._worked.update(json.loads(line)["pid"] for line in complete.splitlines())
+            self._worked.update(entry["pid"] for entry in log_entries(complete))
         return pid in self._worked
 
     def start_worker(self, slot: int) -> None:
@@ -260,10 +260,23 @@ async def _resolver_and_operator(soak: Soak, engine: Engine, done: asyncio.Event
         await asyncio.sleep(0.05)
 
 
+def log_entries(data: bytes) -> list[dict[str, Any]]:
+    """The executions log's entries. A tool's line is one ``write``, but a SIGKILL can land
+    between the two pages a line crosses, leaving the first part of it glued to the next
+    line. That torn part is an execution by a process killed inside its tool (so its step
+    was not recorded by it) and is left out; the whole line after it is kept."""
+    entries = []
+    for line in data.splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            entries.append(json.loads(line[line.rindex(b'{"run": '):]))
+    return entries
+
+
 def _executions(soak: Soak) -> dict[tuple[str, str], list[dict[str, Any]]]:
     by_step: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for line in soak.log.read_text().splitlines():
-        entry = json.loads(line)
+    for entry in log_entries(soak.log.read_bytes()):
         by_step[(entry["run"], entry["step"])].append(entry)
     return by_step
 
@@ -345,8 +358,14 @@ async def _soak(soak: Soak, name: str) -> dict[str, Any]:
                                 run_id=f"soak-{n:05d}")
         done = asyncio.Event()
         killer = asyncio.create_task(_killer(soak, done))
+        resolver = asyncio.create_task(_resolver_and_operator(soak, engine, done))
         try:
-            await _resolver_and_operator(soak, engine, done)
+            # a killer that fails ends the soak now, not at its deadline
+            await asyncio.wait([killer, resolver], return_when=asyncio.FIRST_COMPLETED)
+            if killer.done() and not resolver.done():
+                resolver.cancel()
+                killer.result()  # its error
+            await resolver
         finally:
             done.set()
             await killer
