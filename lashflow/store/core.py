@@ -46,6 +46,11 @@ class Backend(Protocol):
         """The lone writer's commit on the caller's thread (ADR 0008), if the dialect has one."""
 
     @property
+    def pipelines(self) -> bool:
+        """Groups may be written two at a time, elsewhere (SQLite's writer process,
+        ADR 0050): the group commit then sends them in cohorts."""
+
+    @property
     def migrations(self) -> Mapping[int, Sequence[str]]:
         """Schema version -> its statements."""
 
@@ -78,7 +83,9 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self._group = GroupCommit(backend.apply_group, backend.inline)
+        self._group = GroupCommit(backend.apply_group, backend.inline,
+                                  pipelines=lambda: backend.pipelines,
+                                  cohort=lambda: max(1, self._writers // 2))
         self._crc_required = True  # False: the database was migrated from before checksums
         self._secret: bytes | None = None
         # Sources are content-addressed and never deleted: once one is known to be stored

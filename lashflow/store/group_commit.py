@@ -11,6 +11,12 @@ The lone writer's inline commit (ADR 0008) is the one other path, and it is deci
 only: with exactly one registered writer, nothing queued and nothing being written, the
 backend may commit the write on the caller's own thread; if it cannot (another
 connection holds the lock), the write takes the queue like any other.
+
+A backend that writes in another process (``pipelines``, ADR 0050) may hold two groups at
+once, so the loop runs one group's steps while the other is written. There the queue is
+sent as a group once it holds a cohort (half of the registered writers, so that the
+runs in flight split into groups that take turns) or when a turn of the loop added
+nothing to it; each group sent is a task this object owns.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, Awaitable, Callable
 
 from ..errors import DbError
 
+_IN_FLIGHT = 2  # groups a pipelining backend holds at once
 Outcome = tuple[bool, Any]  # (True, what the write returned) or (False, the exception it raised)
 ApplyGroup = Callable[[list[Any]], Awaitable[list[Outcome]]]
 Inline = Callable[[Any], Outcome]  # (False, None): could not commit on this thread now
@@ -31,11 +38,17 @@ class GroupCommit:
     transaction and returns one ``Outcome`` per operation; ``inline``, where the backend
     has one, commits a single operation on the caller's thread."""
 
-    def __init__(self, apply_group: ApplyGroup, inline: Inline | None = None) -> None:
+    def __init__(self, apply_group: ApplyGroup, inline: Inline | None = None, *,
+                 pipelines: Callable[[], bool] | None = None,
+                 cohort: Callable[[], int] | None = None) -> None:
         self._apply_group = apply_group
         self._inline = inline
         self._queue: list[tuple[Any, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._pipelines = pipelines  # True while the backend may hold two groups at once
+        self._cohort = cohort or (lambda: 1)
+        self._sending: set[asyncio.Task[None]] = set()  # groups in flight when pipelined
+        self._watching = False  # an end-of-turn check of the queue is scheduled
         # Told (seconds from the group's start to durable, writes in it) after each group.
         self.on_commit: Callable[[float, int], None] | None = None
 
@@ -46,7 +59,7 @@ class GroupCommit:
 
     @property
     def idle(self) -> bool:
-        return self._flusher is None and not self._queue
+        return self._flusher is None and not self._queue and not self._sending
 
     def submit(self, op: Any, *, alone: bool = False) -> Awaitable[Any]:
         """Write ``op``; the awaitable gives what it returned once it is durable. ``alone``:
@@ -60,7 +73,7 @@ class GroupCommit:
     async def _submit_alone(self, op: Any) -> Any:
         """The lone writer's commit on its own thread when nothing is queued or being
         written (ADR 0008), else the queue like any other."""
-        if self._flusher is None and not self._queue:
+        if self._flusher is None and not self._queue and not self._sending:
             assert self._inline is not None
             report = self.on_commit
             began = time.perf_counter() if report is not None else 0.0
@@ -75,7 +88,9 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._queue.append((op, future))
-        if self._flusher is None:
+        if self._flusher is None and self._pipelines is not None and self._pipelines():
+            self._pipeline(loop)
+        elif self._flusher is None:
             # a task, not this caller: a cancelled caller never strands the rest of its group
             flusher = loop.create_task(self._flush())
             flusher.add_done_callback(self._flusher_ended)
@@ -94,13 +109,7 @@ class GroupCommit:
                     results = [(False, exc)] * len(batch)
                 if self.on_commit is not None:
                     self.on_commit(time.perf_counter() - began, len(batch))
-                for (_, future), (ok, value) in zip(batch, results):
-                    if future.done():
-                        continue
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
+                _settle(batch, results)
                 batch = []
         finally:
             # ended by a cancellation (close gave up, the loop is shutting down): the group
@@ -108,6 +117,50 @@ class GroupCommit:
             stranded, self._queue = batch + self._queue, []
             self._flusher = None
             _fail(stranded)
+
+    # -- pipelined: up to two groups in flight (ADR 0050) ----------------------------------
+    def _pipeline(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the queue now if it holds a cohort and a group may go; else look again at
+        the end of this turn of the loop."""
+        if len(self._sending) < _IN_FLIGHT and len(self._queue) >= self._cohort():
+            self._send(loop)
+        elif not self._watching:
+            self._watching = True
+            loop.call_soon(self._end_of_turn, loop, len(self._queue))
+
+    def _end_of_turn(self, loop: asyncio.AbstractEventLoop, seen: int) -> None:
+        queued = len(self._queue)
+        if 0 < queued < self._cohort() and queued != seen:
+            loop.call_soon(self._end_of_turn, loop, queued)  # still growing: one more turn
+            return
+        self._watching = False
+        if queued and len(self._sending) < _IN_FLIGHT:
+            self._send(loop)
+        # else a group in flight sends the rest when it is written
+
+    def _send(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch, self._queue = self._queue, []
+        task = loop.create_task(self._write(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _write(self, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
+        began = time.perf_counter()
+        try:
+            results = await self._apply_group([op for op, _ in batch])
+        except asyncio.CancelledError:
+            _fail(batch)  # not known to be durable
+            raise
+        except Exception as exc:  # the whole transaction failed: nobody is durable
+            results = [(False, exc)] * len(batch)
+        if self.on_commit is not None:
+            self.on_commit(time.perf_counter() - began, len(batch))
+        _settle(batch, results)
+        task = asyncio.current_task()
+        if task is not None:
+            self._sending.discard(task)
+        if self._queue and not self._watching:
+            self._pipeline(asyncio.get_running_loop())
 
     def _flusher_ended(self, task: asyncio.Task[None]) -> None:
         """A flusher cancelled before its first step never ran its ``finally``: settle
@@ -122,14 +175,32 @@ class GroupCommit:
         cancel the flusher (its writers get ``DbError``). True if all were written."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while (flusher := self._flusher) is not None:
+        while True:
+            pending = [task for task in (self._flusher, *self._sending) if task is not None]
+            if not pending:
+                if not self._queue:
+                    return True
+                self._send(loop)  # queued behind an end-of-turn check
+                continue
             left = deadline - loop.time()
             if left <= 0:
-                flusher.cancel()
-                await asyncio.wait([flusher], timeout=timeout)
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending, timeout=timeout)
+                stranded, self._queue = self._queue, []
+                _fail(stranded)
                 return False
-            await asyncio.wait([flusher], timeout=left)
-        return True
+            await asyncio.wait(pending, timeout=left)
+
+
+def _settle(batch: list[tuple[Any, asyncio.Future[Any]]], results: list[Outcome]) -> None:
+    for (_, future), (ok, value) in zip(batch, results):
+        if future.done():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
 
 
 def _fail(stranded: list[tuple[Any, asyncio.Future[Any]]]) -> None:

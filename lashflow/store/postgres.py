@@ -756,6 +756,7 @@ class PostgresBackend:
     and a group commit that is one statement whatever the number of runs in the group."""
 
     groups_writes = False  # a write of its own costs a round trip, not an fsync to share
+    pipelines = False  # one group at a time, on a pooled connection
     inline = None
     migrations = _MIGRATIONS
 

@@ -223,6 +223,11 @@ class Gated:
 
     __slots__ = ()
 
+    def __reduce__(self) -> str:
+        """The one ``GATED``, also from SQLite's writer process (ADR 0050): callers
+        compare by identity."""
+        return "GATED"
+
 
 GATED = Gated()
 

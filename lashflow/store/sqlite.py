@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pickle
 import sqlite3
 import threading
 import time
@@ -55,6 +56,7 @@ from .sqlite_queues import QueueStatements
 from .sqlite_ratelimits import MIGRATION as RATE_LIMITS_MIGRATION
 from .sqlite_ratelimits import RateLimitStatements
 from .sqlite_schedules import ScheduleStatements
+from .sqlite_writer import WriterProcess
 
 T = TypeVar("T")
 
@@ -171,6 +173,12 @@ def _operation(fn: Any) -> str:
 
 logging.getLogger("aiosqlite").addFilter(_NoRunData())
 
+
+logger = logging.getLogger(__name__)
+# LASHFLOW_SQLITE_WRITER: "thread" never starts a writer process (ADR 0050); "process"
+# starts one with every store that writes, at open (what the tests of it use)
+_WRITER_MODE = os.environ.get("LASHFLOW_SQLITE_WRITER", "")
+_PROCESS_WRITER = _WRITER_MODE != "thread"
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection holds it
 
@@ -725,6 +733,12 @@ class SqliteBackend:
         self._fails_fast = False
         self.inline = self._write_inline
         self.readonly = False
+        # The group writer in a process of its own (ADR 0050): started once runs write at
+        # once; until it is ready, and if it ever fails, groups are written on the thread.
+        self.process_writer = _PROCESS_WRITER
+        self._process: WriterProcess | None = None
+        self._starting: asyncio.Task[WriterProcess | None] | None = None
+        self._on_thread: asyncio.Future[None] | None = None  # the group the thread writes
 
     # -- plumbing ----------------------------------------------------------------------------
     def _db_error(self, exc: sqlite3.Error) -> DbError:
@@ -840,6 +854,8 @@ class SqliteBackend:
             opened = os.stat(self.path)
             self._identity = (opened.st_dev, opened.st_ino)
             self._reader = self._open_reader()
+            if _WRITER_MODE == "process" and not self.readonly:
+                self._start_process()
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
             await self.close()
             raise
@@ -890,6 +906,13 @@ class SqliteBackend:
 
     async def close(self) -> None:
         self._conn = None
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+        if self._process is not None:
+            writer, self._process = self._process, None
+            await writer.close()
         if self._reader is not None:
             reader, self._reader = self._reader, None
             reader.close()
@@ -912,7 +935,82 @@ class SqliteBackend:
 
     async def apply_group(self, ops: list[Commit | Job]) -> list[Outcome]:
         self._check_file()
-        return await self._call(self._apply, ops)
+        writer = self._process
+        if writer is not None and writer.failure is None:
+            try:
+                payload = pickle.dumps(ops, protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                await writer.idle()  # a group that cannot travel: the thread, in order
+            else:
+                if self._on_thread is not None:  # the process's first group: after it
+                    await asyncio.wait([self._on_thread])
+                return await writer.send(payload)
+        elif len(ops) > 1 and self._starting is None and self.process_writer:
+            self._start_process()
+        done = asyncio.get_running_loop().create_future()
+        self._on_thread = done
+        try:
+            return await self._call(self._apply, ops)
+        finally:
+            done.set_result(None)
+            if self._on_thread is done:
+                self._on_thread = None
+
+    @property
+    def pipelines(self) -> bool:
+        """Groups go to the writer process, which may hold more than one at a time."""
+        writer = self._process
+        return writer is not None and writer.failure is None
+
+    @property
+    def writer_pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def _start_process(self) -> asyncio.Task[WriterProcess | None]:
+        if self._starting is None:
+            self._starting = asyncio.get_running_loop().create_task(self._open_process())
+        return self._starting
+
+    async def start_process_writer(self) -> bool:
+        """Start the writer process now rather than when runs first write at once (a
+        long-lived engine that expects them); True once it writes."""
+        if self.readonly or not self.process_writer or self._db is None:
+            return False
+        return await self._start_process() is not None
+
+    async def _open_process(self) -> WriterProcess | None:
+        try:
+            writer = await WriterProcess.start(self.path, synchronous=self.synchronous,
+                                               busy_timeout=self.busy_timeout,
+                                               identity=self._identity)
+        except (DbError, OSError, NotImplementedError) as exc:  # (an event loop without
+            logger.debug("no SQLite writer process: %s", exc)  # subprocesses: the last)
+            return None
+        if self._db is None:  # closed meanwhile
+            await writer.close()
+            return None
+        self._process = writer
+        return writer
+
+    def connect_writer(self, identity: tuple[int, int]) -> sqlite3.Connection:
+        """The writer process's connection to the file its parent opened."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            self._identity = identity
+            self._check_file()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def write_group(self, conn: sqlite3.Connection, ops: list[Commit | Job]) -> list[Outcome]:
+        """A group written on ``conn`` (the writer process's), errors as the thread's."""
+        try:
+            return self._apply(conn, ops)
+        except sqlite3.DatabaseError as exc:
+            raise self._db_error(exc) from exc
 
     def _write_inline(self, op: Commit | Job) -> Outcome:
         """Commit ``op`` on this thread; ``(False, None)`` if the connection's thread is
@@ -1032,3 +1130,15 @@ class SqliteStore(CoreStore):
         super().__init__(SqliteBackend(path, synchronous=synchronous, busy_timeout=busy_timeout))
         self.path = path
         self.url = f"sqlite:///{path}"
+
+    async def start_process_writer(self) -> bool:
+        """Start the writer process now (ADR 0050): a long-lived engine that expects runs
+        to write at once pays its start before them. Otherwise it starts the first time a
+        group holds two writes. False where there is none (read-only, switched off with
+        ``LASHFLOW_SQLITE_WRITER=thread``, or it could not start)."""
+        return await self.backend.start_process_writer()
+
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's id while there is one (its CPU is not the caller's)."""
+        return self.backend.writer_pid

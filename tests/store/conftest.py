@@ -235,15 +235,17 @@ async def postgres_backend() -> AsyncIterator[PostgresBackend]:
 
 @pytest.fixture
 def count_transactions() -> Callable[[Store], list[int]]:
-    """Test hook: count the group transactions a store writes (both backends funnel every
-    ``commit`` group through their backend's ``_apply``). The hook returns a one-item list: the count."""
+    """Test hook: count the group transactions a store writes, as the store reports each
+    one (``on_commit``: whichever writes it, the loop's thread, the connection's thread or
+    SQLite's writer process). The hook returns a one-item list: the count."""
     def install(store: Store) -> list[int]:
         counter = [0]
-        original = store.backend._apply  # type: ignore[attr-defined]
+        told = store.on_commit
 
-        def counting(*args: Any, **options: Any) -> Any:
+        def counting(seconds: float, writes: int) -> None:
             counter[0] += 1
-            return original(*args, **options)
-        store.backend._apply = counting  # type: ignore[attr-defined]
+            if told is not None:
+                told(seconds, writes)
+        store.on_commit = counting
         return counter
     return install
