@@ -10,6 +10,7 @@ how one group of journal commits is written (ADR 0024).
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from functools import partial
 from typing import Any, Callable, Collection, Mapping, Protocol, Sequence, TypeVar
@@ -45,10 +46,13 @@ class Backend(Protocol):
     def inline(self) -> Inline | None:
         """The lone writer's commit on the caller's thread (ADR 0008), if the dialect has one."""
 
-    @property
-    def pipelines(self) -> bool:
-        """Groups may be written two at a time, elsewhere (SQLite's writer process,
-        ADR 0050): the group commit then sends them in cohorts."""
+    # Groups may be written two at a time, elsewhere (SQLite's writer process, ADR 0050):
+    # the group commit then sends them in cohorts, with ``send_group``.
+    pipelines: bool
+
+    def send_group(self, ops: list[Commit | Job]) -> asyncio.Future[list[Outcome]] | None:
+        """A group sent to be written elsewhere, its outcomes once durable; None: write it
+        with ``apply_group`` instead."""
 
     @property
     def migrations(self) -> Mapping[int, Sequence[str]]:
@@ -84,7 +88,7 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._group = GroupCommit(backend.apply_group, backend.inline,
-                                  pipelines=lambda: backend.pipelines,
+                                  pipelines=lambda: backend.pipelines, send=backend.send_group,
                                   cohort=lambda: max(1, self._writers // 2))
         self._crc_required = True  # False: the database was migrated from before checksums
         self._secret: bytes | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Any, Awaitable, Callable
 
 from ..errors import DbError
@@ -31,6 +32,8 @@ _IN_FLIGHT = 2  # groups a pipelining backend holds at once
 Outcome = tuple[bool, Any]  # (True, what the write returned) or (False, the exception it raised)
 ApplyGroup = Callable[[list[Any]], Awaitable[list[Outcome]]]
 Inline = Callable[[Any], Outcome]  # (False, None): could not commit on this thread now
+# A group sent to be written elsewhere, its outcomes once durable; None: not sendable now
+Send = Callable[[list[Any]], 'asyncio.Future[list[Outcome]] | None']
 
 
 class GroupCommit:
@@ -39,15 +42,18 @@ class GroupCommit:
     has one, commits a single operation on the caller's thread."""
 
     def __init__(self, apply_group: ApplyGroup, inline: Inline | None = None, *,
-                 pipelines: Callable[[], bool] | None = None,
+                 pipelines: Callable[[], bool] | None = None, send: Send | None = None,
                  cohort: Callable[[], int] | None = None) -> None:
         self._apply_group = apply_group
         self._inline = inline
         self._queue: list[tuple[Any, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._pipelines = pipelines  # True while the backend may hold two groups at once
+        self._send_group = send
         self._cohort = cohort or (lambda: 1)
-        self._sending: set[asyncio.Task[None]] = set()  # groups in flight when pipelined
+        # groups in flight when pipelined: the backend's answers, or tasks writing a group
+        # that could not be sent (this object owns both)
+        self._sending: set[asyncio.Future[Any]] = set()
         self._watching = False  # an end-of-turn check of the queue is scheduled
         # Told (seconds from the group's start to durable, writes in it) after each group.
         self.on_commit: Callable[[float, int], None] | None = None
@@ -139,26 +145,27 @@ class GroupCommit:
         # else a group in flight sends the rest when it is written
 
     def _send(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The queue as one group, sent now: its answer is settled by a callback (no task
+        per group), or, if the backend cannot send it, written by a task."""
         batch, self._queue = self._queue, []
-        task = loop.create_task(self._write(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        ops = [op for op, _ in batch]
+        answer = None if self._send_group is None else self._send_group(ops)
+        if answer is None:
+            answer = asyncio.ensure_future(self._apply_group(ops))
+        self._sending.add(answer)
+        answer.add_done_callback(partial(self._answered, batch, time.perf_counter()))
 
-    async def _write(self, batch: list[tuple[Any, asyncio.Future[Any]]]) -> None:
-        began = time.perf_counter()
-        try:
-            results = await self._apply_group([op for op, _ in batch])
-        except asyncio.CancelledError:
-            _fail(batch)  # not known to be durable
-            raise
-        except Exception as exc:  # the whole transaction failed: nobody is durable
-            results = [(False, exc)] * len(batch)
+    def _answered(self, batch: list[tuple[Any, asyncio.Future[Any]]], began: float,
+                  answer: asyncio.Future[list[Outcome]]) -> None:
+        self._sending.discard(answer)
+        if answer.cancelled():  # close gave up on it: not known to be durable
+            _fail(batch)
+            return
+        failure = answer.exception()
+        results = answer.result() if failure is None else [(False, failure)] * len(batch)
         if self.on_commit is not None:
             self.on_commit(time.perf_counter() - began, len(batch))
         _settle(batch, results)
-        task = asyncio.current_task()
-        if task is not None:
-            self._sending.discard(task)
         if self._queue and not self._watching:
             self._pipeline(asyncio.get_running_loop())
 

@@ -865,6 +865,10 @@ class PostgresBackend:
                 pool.terminate()
 
     # -- group commit ------------------------------------------------------------------------
+    def send_group(self, ops: list[Commit | Job]) -> None:
+        """Never sent elsewhere: ``apply_group`` writes every group."""
+        return None
+
     async def apply_group(self, ops: list[Commit | Job]) -> list[Outcome]:
         """One group transaction, retried when the server picked it as a deadlock or
         serialization victim (then nothing of it was written)."""

@@ -739,6 +739,7 @@ class SqliteBackend:
         self._process: WriterProcess | None = None
         self._starting: asyncio.Task[WriterProcess | None] | None = None
         self._on_thread: asyncio.Future[None] | None = None  # the group the thread writes
+        self.pipelines = False  # groups go to the writer process (it holds two at once)
 
     # -- plumbing ----------------------------------------------------------------------------
     def _db_error(self, exc: sqlite3.Error) -> DbError:
@@ -854,7 +855,7 @@ class SqliteBackend:
             opened = os.stat(self.path)
             self._identity = (opened.st_dev, opened.st_ino)
             self._reader = self._open_reader()
-            if _WRITER_MODE == "process" and not self.readonly:
+            if _WRITER_MODE == "process" and self.process_writer and not self.readonly:
                 self._start_process()
         except BaseException:  # e.g. a newer schema: do not leak the connection's thread
             await self.close()
@@ -934,17 +935,15 @@ class SqliteBackend:
                           "open; nothing more is written (restore it, or start again)")
 
     async def apply_group(self, ops: list[Commit | Job]) -> list[Outcome]:
+        """A group on the connection's thread, or in the writer process once it writes
+        (a group ``send_group`` could not send comes here: it waits its turn)."""
         self._check_file()
         writer = self._process
-        if writer is not None and writer.failure is None:
-            try:
-                payload = pickle.dumps(ops, protocol=pickle.HIGHEST_PROTOCOL)
-            except (pickle.PicklingError, TypeError, AttributeError):
-                await writer.idle()  # a group that cannot travel: the thread, in order
-            else:
-                if self._on_thread is not None:  # the process's first group: after it
-                    await asyncio.wait([self._on_thread])
-                return await writer.send(payload)
+        if writer is not None and self.pipelines:
+            sent = self.send_group(ops)
+            if sent is not None:
+                return await sent
+            await writer.idle()  # a group that cannot travel: the thread, in order
         elif len(ops) > 1 and self._starting is None and self.process_writer:
             self._start_process()
         done = asyncio.get_running_loop().create_future()
@@ -956,11 +955,24 @@ class SqliteBackend:
             if self._on_thread is done:
                 self._on_thread = None
 
-    @property
-    def pipelines(self) -> bool:
-        """Groups go to the writer process, which may hold more than one at a time."""
+    def send_group(self, ops: list[Commit | Job]) -> asyncio.Future[list[Outcome]] | None:
+        """The group sent to the writer process: its outcomes once durable. None when it
+        must be written on the thread instead (no process; a group on the thread not
+        finished yet, which must commit first; an operation pickle cannot send)."""
         writer = self._process
-        return writer is not None and writer.failure is None
+        if writer is None or not self.pipelines or self._on_thread is not None:
+            return None
+        try:
+            payload = pickle.dumps(ops, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+        try:
+            self._check_file()
+        except DbError as exc:
+            refused: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
+            refused.set_exception(exc)
+            return refused
+        return writer.send(payload)
 
     @property
     def writer_pid(self) -> int | None:
@@ -982,7 +994,8 @@ class SqliteBackend:
         try:
             writer = await WriterProcess.start(self.path, synchronous=self.synchronous,
                                                busy_timeout=self.busy_timeout,
-                                               identity=self._identity)
+                                               identity=self._identity,
+                                               on_failure=self._process_failed)
         except (DbError, OSError, NotImplementedError) as exc:  # (an event loop without
             logger.debug("no SQLite writer process: %s", exc)  # subprocesses: the last)
             return None
@@ -990,7 +1003,12 @@ class SqliteBackend:
             await writer.close()
             return None
         self._process = writer
+        self.pipelines = True
         return writer
+
+    def _process_failed(self) -> None:
+        """The writer process can write no more: the thread writes from now on."""
+        self.pipelines = False
 
     def connect_writer(self, identity: tuple[int, int]) -> sqlite3.Connection:
         """The writer process's connection to the file its parent opened."""

@@ -4,8 +4,8 @@ The event loop and the thread that writes SQLite share one GIL, so while many ru
 in flight they take turns: every statement hands the GIL back and waits for it again,
 and a group is written while the loop waits (ADR 0047). A second process has a GIL of
 its own. Once a store sees runs write at once, it starts one (``python -m
-lashflow.store.sqlite_writer_child``) and sends it each group: the operations, pickled, in a
-length-prefixed frame on the child's stdin; the child writes them with the very code the
+lashflow.store.sqlite_writer_child``) and sends it each group: the operations, pickled, in
+a length-prefixed frame on the child's stdin; the child writes them with the very code the
 writer thread runs (``SqliteBackend.write_group``) on a connection of its own, and
 answers one outcome per operation on its stdout. Groups are written in the order they
 are sent; the loop runs one group's steps while the child writes the other's.
@@ -25,7 +25,7 @@ import collections
 import os
 import pickle
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import DbError
 
@@ -38,82 +38,112 @@ def frame(payload: bytes) -> bytes:
     return len(payload).to_bytes(HEADER, "big") + payload
 
 
+class _Answers(asyncio.SubprocessProtocol):
+    """The child's stdout, cut into frames as it arrives (no task: the loop calls this)."""
+
+    def __init__(self, writer: "WriterProcess") -> None:
+        self._writer = writer
+        self._buffer = bytearray()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        while len(buffer) >= HEADER:
+            end = HEADER + int.from_bytes(buffer[:HEADER], "big")
+            if len(buffer) < end:
+                return
+            body = bytes(buffer[HEADER:end])
+            del buffer[:end]
+            try:
+                answer = pickle.loads(body)
+            except Exception as exc:  # nonsense on the pipe: it writes no more
+                self._writer.fail(f"it answered what cannot be read ({type(exc).__name__})")
+                return
+            self._writer.answered(answer)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._writer.fail("its answers ended")
+
+    def process_exited(self) -> None:
+        self._writer.fail("it exited")
+
+
 class WriterProcess:
     """The parent's side: sends groups, matches answers to them in order. Owns the child
-    and the task that reads its answers."""
+    (its transport) from ``start`` to ``close``."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self._process = process
+    def __init__(self, on_failure: Callable[[], None]) -> None:
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self._reader: asyncio.Task[None] | None = None
+        self._exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._on_failure = on_failure
         self.failure: str | None = None  # why it can no longer write, once it cannot
 
     @property
     def pid(self) -> int:
-        return self._process.pid
+        assert self._transport is not None
+        return self._transport.get_pid()
+
+    @classmethod
+    async def start(cls, path: str, *, synchronous: str, busy_timeout: float,
+                    identity: tuple[int, int],
+                    on_failure: Callable[[], None]) -> "WriterProcess":
+        """Start the child and wait until it has opened the database (``DbError`` if it
+        could not)."""
+        writer = cls(on_failure)
+        loop = asyncio.get_running_loop()
+        writer._transport, _ = await loop.subprocess_exec(
+            lambda: _Answers(writer), sys.executable, "-m", CHILD_MODULE, path, synchronous,
+            repr(busy_timeout), str(identity[0]), str(identity[1]),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=_child_environment())
+        answer = await writer._ready
+        if answer != READY:
+            await writer.close()
+            raise DbError(f"the SQLite writer process could not start: {answer}")
+        return writer
+
+    def answered(self, answer: Any) -> None:
+        if not self._ready.done():
+            self._ready.set_result(answer)
+        elif self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(answer)
+
+    def fail(self, why: str) -> None:
+        if not self._ready.done():
+            self._ready.set_result(f"{why} before it was ready")
+        if why == "it exited" and not self._exited.done():
+            self._exited.set_result(None)
+        if self.failure is not None:
+            return
+        self.failure = why
+        self._on_failure()
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(DbError(
+                    f"the SQLite writer process stopped ({why}); its last writes may or may "
+                    "not be committed: a run resumed reads which"))
+
+    def send(self, payload: bytes) -> asyncio.Future[Any]:
+        """Queue one pickled group; the future gives its outcomes once it is durable."""
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        stdin = None if self._transport is None else self._transport.get_pipe_transport(0)
+        if self.failure is not None or stdin is None or stdin.is_closing():
+            waiter.set_exception(DbError(f"the SQLite writer process stopped ({self.failure})"))
+            return waiter
+        self._waiting.append(waiter)
+        stdin.write(frame(payload))  # type: ignore[attr-defined]
+        return waiter
 
     @property
     def busy(self) -> bool:
         """Groups sent and not answered yet."""
         return bool(self._waiting)
-
-    @classmethod
-    async def start(cls, path: str, *, synchronous: str, busy_timeout: float,
-                    identity: tuple[int, int]) -> "WriterProcess":
-        """Start the child and wait until it has opened the database (``DbError`` if it
-        could not)."""
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", CHILD_MODULE, path, synchronous, repr(busy_timeout),
-            str(identity[0]), str(identity[1]),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, env=_child_environment())
-        writer = cls(process)
-        try:
-            answer = await writer._read_answer()
-        except (asyncio.IncompleteReadError, pickle.UnpicklingError, EOFError) as exc:
-            answer = f"it ended before it was ready ({type(exc).__name__})"
-        if answer != READY:
-            await writer.close()
-            raise DbError(f"the SQLite writer process could not start: {answer}")
-        writer._reader = asyncio.get_running_loop().create_task(writer._read_answers())
-        return writer
-
-    async def _read_answer(self) -> Any:
-        stdout = self._process.stdout
-        assert stdout is not None
-        size = int.from_bytes(await stdout.readexactly(HEADER), "big")
-        return pickle.loads(await stdout.readexactly(size))
-
-    async def _read_answers(self) -> None:
-        try:
-            while True:
-                answer = await self._read_answer()
-                waiter = self._waiting.popleft()
-                if not waiter.done():
-                    waiter.set_result(answer)
-        except asyncio.CancelledError:
-            self._fail("the store closed while it wrote")
-            raise
-        except Exception as exc:  # the child died, or answered nonsense: it writes no more
-            self._fail(f"it ended ({type(exc).__name__})")
-
-    def _fail(self, why: str) -> None:
-        self.failure = why
-        while self._waiting:
-            waiter = self._waiting.popleft()
-            if not waiter.done():
-                waiter.set_exception(DbError(
-                    f"the SQLite writer process stopped: {why}; its last writes may or may "
-                    "not be committed (a run resumed reads which)"))
-
-    def send(self, payload: bytes) -> asyncio.Future[Any]:
-        """Queue one pickled group; the future gives its outcomes once it is durable."""
-        stdin = self._process.stdin
-        assert stdin is not None and self.failure is None
-        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        stdin.write(frame(payload))
-        return waiter
 
     async def idle(self) -> None:
         """Until every group sent is answered (or failed)."""
@@ -122,17 +152,20 @@ class WriterProcess:
 
     async def close(self) -> None:
         """End of input: the child writes what it holds and exits."""
-        stdin = self._process.stdin
+        transport = self._transport
+        if transport is None:
+            return
+        stdin = transport.get_pipe_transport(0)
         if stdin is not None and not stdin.is_closing():
             stdin.close()
         try:
-            await asyncio.wait_for(self._process.wait(), 30)
+            await asyncio.wait_for(asyncio.shield(self._exited), 30)
         except asyncio.TimeoutError:
-            self._process.kill()
-            await self._process.wait()
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+            transport.kill()
+            await self._exited
+        finally:
+            self.fail("the store closed")
+            transport.close()
 
 
 def _child_environment() -> dict[str, str]:
