@@ -1,12 +1,14 @@
 """What several benches share: a PostgreSQL schema of their own for one run (made,
-used through ``search_path``, dropped after), and percentiles of timings."""
+used through ``search_path``, dropped after), percentiles of timings, and the CPU of
+SQLite's writer process."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -50,3 +52,17 @@ class SchemaMaker:
         self.made.append(schema)
         sep = "&" if "?" in self.url else "?"
         return f"{self.url}{sep}search_path={schema}"
+
+
+def writer_cpu(store: Any) -> float:
+    """CPU seconds SQLite's writer process (ADR 0050) of ``store`` has used so far, from
+    /proc; 0 while it has none. Its work is the run's: add it to the process's own."""
+    pid = getattr(store, "writer_pid", None)
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

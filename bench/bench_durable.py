@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from _common import writer_cpu
 from lashflow import PendingCompletion, ToolCall, ToolResult, tool
 
 BENCH = Path(__file__).resolve().parent
@@ -190,18 +191,17 @@ async def worker_throughput(p: dict[str, Any]) -> dict[str, Any]:
                     outcome = await engine.run(STEPS_SOURCE, input={"n": steps})
                     results.append(outcome.result)
 
-            writer = getattr(engine.store, "writer_pid", None)
             started = time.perf_counter()
             cpu, loop_cpu = time.process_time(), time.thread_time()
-            writer_cpu = _process_cpu(writer)
+            cpu += writer_cpu(engine.store)  # its writer process's work is the runs'
             if width == 1:
                 for _ in range(runs):
                     await one()
             else:
                 await asyncio.gather(*(one() for _ in range(runs)))
             elapsed = time.perf_counter() - started
-            cpu, loop_cpu = time.process_time() - cpu, time.thread_time() - loop_cpu
-            cpu += _process_cpu(writer) - writer_cpu
+            cpu = time.process_time() + writer_cpu(engine.store) - cpu
+            loop_cpu = time.thread_time() - loop_cpu
             assert results == [steps] * runs, results[:5]
         out[shape] = {"steps_per_s": runs * steps / elapsed,
                       "cpu_us_per_step": cpu / (runs * steps) * 1e6,
@@ -243,18 +243,6 @@ def _count_store_calls(store: Any) -> dict[str, int]:
 
     backend._call, backend.apply_group = counting_call, counting_send
     return counts
-
-
-def _process_cpu(pid: int | None) -> float:
-    """CPU seconds a process (the store's writer process) has used, from /proc."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def worker_long(p: dict[str, Any]) -> dict[str, Any]:
