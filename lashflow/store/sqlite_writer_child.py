@@ -6,13 +6,15 @@ it refuses), answers ``ready``, then reads groups from its stdin until the input
 writes each with ``SqliteBackend.write_group``: one transaction, the commits fenced inside
 it, one outcome per operation on its stdout once the transaction is durable. Nothing else
 may write to that stdout: the answers' pipe is a copy of it, and stdout itself points at
-stderr.
+stderr. It ignores SIGINT and SIGTERM: its parent's process group gets them when a person
+or a service manager stops the parent, which then writes what it holds and closes.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sqlite3
 import sys
 from typing import Any, Sequence
@@ -53,6 +55,10 @@ def _outcomes(results: Sequence[tuple[bool, Any]]) -> list[tuple[bool, Any]]:
 def main(argv: list[str]) -> int:
     """Serve one store's groups until the end of input."""
     path, synchronous, busy_timeout, device, inode = argv
+    # A Ctrl-C or a SIGTERM sent to the parent's whole process group must not cut the
+    # writes short under a parent that is closing cleanly: the end of input ends this.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stdin = sys.stdin.buffer
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # nothing else may write into the answers' pipe

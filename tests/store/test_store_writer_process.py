@@ -216,6 +216,26 @@ async def test_a_killed_writer_process_fails_only_its_groups(tmp_path: Path) -> 
         await store.close()
 
 
+async def test_a_ctrl_c_to_the_process_group_leaves_the_writer_writing(
+        tmp_path: Path) -> None:
+    """SIGINT and SIGTERM reach every process of a terminal's or a service's group: the
+    parent closes cleanly on them, and its writer must still be there to write what it
+    holds."""
+    store = await opened(tmp_path / "ctrl-c.db", process=True)
+    try:
+        assert await store.start_process_writer()
+        pid = store.writer_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signal.SIGTERM)
+        on_thread = count_thread_groups(store)
+        written = await write_everything(store, runs=4)
+        assert written[0] == "finished" and on_thread[0] == 0
+        assert store.backend.pipelines and store.writer_pid == pid
+    finally:
+        await store.close()
+
+
 async def test_a_writer_process_that_cannot_start_leaves_the_thread_writing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_writer.sys, "executable", str(tmp_path / "no-python"))
