@@ -210,15 +210,17 @@ async def worker_throughput(p: dict[str, Any]) -> dict[str, Any]:
                       "loop_cpu_us_per_step": loop_cpu / (runs * steps) * 1e6,
                       "loop_busy": loop_cpu / elapsed,
                       "transactions_per_step": counts["transactions"] / (runs * steps),
-                      "round_trips_per_step": counts["round_trips"] / (runs * steps)}
+                      "round_trips_per_step": _round_trips(counts) / (runs * steps)}
     return out
 
 
 def _count_store_calls(store: Any) -> dict[str, int]:
-    """Diagnostic only: count the SQLite store's thread hops and group transactions (each
-    one fsync) by wrapping its two internal funnels, as the store tests do. Counts stay
-    zero if a store has no such funnels."""
-    counts = {"round_trips": 0, "transactions": 0}
+    """Diagnostic only: count the SQLite store's transactions (each one fsync, as the
+    store reports each, ``on_commit``) and its writer round trips: hops to the
+    connection's thread plus groups written by the writer process (ADR 0050), which are
+    the transactions that neither an inline commit nor the thread wrote (``_apply``).
+    Round trips stay zero if a store has no such funnels."""
+    counts = {"round_trips": 0, "transactions": 0, "applied": 0}
     told = store.on_commit
 
     def counting_commit(seconds: float, writes: int) -> None:  # every group, every path
@@ -228,21 +230,25 @@ def _count_store_calls(store: Any) -> dict[str, int]:
 
     store.on_commit = counting_commit
     backend = getattr(store, "backend", store)  # the funnels are the backend's (ADR 0024)
-    call, send = getattr(backend, "_call", None), getattr(backend, "apply_group", None)
-    if call is None or send is None:
+    call, apply = getattr(backend, "_call", None), getattr(backend, "_apply", None)
+    if call is None or apply is None:
         return counts
 
     async def counting_call(fn: Any, *args: Any) -> Any:
         counts["round_trips"] += 1
         return await call(fn, *args)
 
-    async def counting_send(ops: Any) -> Any:  # a group to the writer process (ADR 0050)
-        if backend.pipelines:
-            counts["round_trips"] += 1
-        return await send(ops)
+    def counting_apply(*args: Any, **options: Any) -> Any:
+        counts["applied"] += 1
+        return apply(*args, **options)
 
-    backend._call, backend.apply_group = counting_call, counting_send
+    backend._call, backend._apply = counting_call, counting_apply
     return counts
+
+
+def _round_trips(counts: dict[str, int]) -> int:
+    """Thread hops, plus the groups the writer process wrote."""
+    return counts["round_trips"] + counts["transactions"] - counts["applied"]
 
 
 async def worker_long(p: dict[str, Any]) -> dict[str, Any]:
