@@ -49,6 +49,9 @@ class Backend(Protocol):
     # Groups may be written two at a time, elsewhere (SQLite's writer process, ADR 0050):
     # the group commit then sends them in cohorts, with ``send_group``.
     pipelines: bool
+    # How many writers the store has registered (0: it knows nothing of its callers), for
+    # a backend that decides by it; set by the core.
+    writers: Callable[[], int]
 
     def send_group(self, ops: list[Commit | Job]) -> asyncio.Future[list[Outcome]] | None:
         """A group sent to be written elsewhere, its outcomes once durable; None: write it
@@ -87,6 +90,7 @@ class CoreStore(QueueStore, RateLimitStore, ScheduleStore, Store):
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        backend.writers = lambda: self._writers
         self._group = GroupCommit(backend.apply_group, backend.inline,
                                   pipelines=lambda: backend.pipelines, send=backend.send_group,
                                   cohort=lambda: max(1, self._writers // 2))

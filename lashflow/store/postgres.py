@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -767,6 +767,7 @@ class PostgresBackend:
         self.sql = _Statements()
         self._pool: asyncpg.Pool | None = None
         self.listener: WorkListener | None = None
+        self.writers: Callable[[], int] = lambda: 0  # the core's count (unused here)
 
     @property
     def channel(self) -> str:

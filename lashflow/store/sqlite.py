@@ -740,6 +740,8 @@ class SqliteBackend:
         self._starting: asyncio.Task[WriterProcess | None] | None = None
         self._on_thread: asyncio.Future[None] | None = None  # the group the thread writes
         self.pipelines = False  # groups go to the writer process (it holds two at once)
+        # the store's registered writers (the core tells; 0: unknown, assumed many)
+        self.writers: Callable[[], int] = lambda: 0
 
     # -- plumbing ----------------------------------------------------------------------------
     def _db_error(self, exc: sqlite3.Error) -> DbError:
@@ -944,7 +946,8 @@ class SqliteBackend:
             if sent is not None:
                 return await sent
             await writer.idle()  # a group that cannot travel: the thread, in order
-        elif len(ops) > 1 and self._starting is None and self.process_writer:
+        elif (len(ops) > 1 and self._starting is None and self.process_writer
+              and self.writers() != 1):  # writers at once, not one run and its renewal
             self._start_process()
         done = asyncio.get_running_loop().create_future()
         self._on_thread = done
