@@ -179,6 +179,9 @@ logger = logging.getLogger(__name__)
 # starts one with every store that writes, at open (what the tests of it use)
 _WRITER_MODE = os.environ.get("LASHFLOW_SQLITE_WRITER", "")
 _PROCESS_WRITER = _WRITER_MODE != "thread"
+# Writers at once for this many groups: a lasting load (runs at once), worth a process;
+# one fan-out's few shared groups are not (its commits go on sharing the thread's)
+_SHARED_GROUPS_BEFORE_PROCESS = 32
 
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # another connection holds it
 
@@ -740,6 +743,7 @@ class SqliteBackend:
         self._starting: asyncio.Task[WriterProcess | None] | None = None
         self._on_thread: asyncio.Future[None] | None = None  # the group the thread writes
         self.pipelines = False  # groups go to the writer process (it holds two at once)
+        self._shared_groups = 0  # groups of several writes so far, on the thread
         # the store's registered writers (the core tells; 0: unknown, assumed many)
         self.writers: Callable[[], int] = lambda: 0
 
@@ -948,7 +952,9 @@ class SqliteBackend:
             await writer.idle()  # a group that cannot travel: the thread, in order
         elif (len(ops) > 1 and self._starting is None and self.process_writer
               and self.writers() != 1):  # writers at once, not one run and its renewal
-            self._start_process()
+            self._shared_groups += 1
+            if self._shared_groups >= _SHARED_GROUPS_BEFORE_PROCESS:
+                self._start_process()
         done = asyncio.get_running_loop().create_future()
         self._on_thread = done
         try:

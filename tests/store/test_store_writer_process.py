@@ -22,6 +22,7 @@ from lashflow.errors import DbError
 from lashflow.store import AttemptRecord, Commit, Fenced, RunChange, RunRecord, StepRecord
 from lashflow.store import programs, sqlite_writer
 from lashflow.store.base import BLOB_THRESHOLD, SETTING_PREFIX
+from lashflow.store import sqlite as sqlite_module
 from lashflow.store.sqlite import SqliteStore
 
 
@@ -144,6 +145,42 @@ async def test_groups_written_by_the_process_read_back_as_the_threads(tmp_path: 
         await by_process.close()
     with pytest.raises(ProcessLookupError):  # closed: the child has ended and is reaped
         os.kill(pid, 0)
+
+
+async def test_the_writer_process_starts_for_a_lasting_load_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone writer never starts it, nor a few groups shared by writers at once (one
+    fan-out's); 32 of them do, and the next groups go to it."""
+    monkeypatch.setattr(sqlite_module, "_WRITER_MODE", "")  # as shipped, whatever the env
+    store = await opened(tmp_path / "start.db", process=True)
+    backend: Any = store.backend
+    try:
+        ids = ["a", "b"]
+        for run_id in ids:
+            await store.create_run(make_run(run_id))
+        gens = {run_id: await store.claim(run_id, "w1", ttl=60, now=1.0) for run_id in ids}
+        with contextlib_writers(store, 1):
+            for seq in range(1, 41):
+                await store.commit(step_commit("a", gens["a"], seq))
+        assert backend._starting is None
+        seq = 40
+        with contextlib_writers(store, 2):
+            for _ in range(31):
+                seq += 1
+                await asyncio.gather(*(store.commit(step_commit(r, gens[r], seq)) for r in ids))
+            assert backend._starting is None  # 31 shared groups: not yet
+            seq += 1
+            await asyncio.gather(*(store.commit(step_commit(r, gens[r], seq)) for r in ids))
+            assert backend._starting is not None
+            assert await store.start_process_writer()  # (waits for the start under way)
+            on_thread = count_thread_groups(store)
+            seq += 1
+            await asyncio.gather(*(store.commit(step_commit(r, gens[r], seq)) for r in ids))
+            assert on_thread[0] == 0
+        steps, _ = await store.load_journal("b")
+        assert [s.seq for s in steps] == list(range(41, seq + 1))
+    finally:
+        await store.close()
 
 
 async def test_a_moved_lease_is_fenced_inside_the_processs_group(tmp_path: Path) -> None:
