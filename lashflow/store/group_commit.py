@@ -16,7 +16,8 @@ A backend that writes in another process (``pipelines``, ADR 0050) may hold two 
 once, so the loop runs one group's steps while the other is written. There the queue is
 sent as a group once it holds a cohort (half of the registered writers, so that the
 runs in flight split into groups that take turns) or when a turn of the loop added
-nothing to it; each group sent is a task this object owns.
+nothing to it; each group in flight (the backend's answer, settled by a callback, or a
+task for a group the backend could not send) is this object's until it is settled.
 """
 
 from __future__ import annotations

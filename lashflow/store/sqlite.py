@@ -736,8 +736,8 @@ class SqliteBackend:
         self._fails_fast = False
         self.inline = self._write_inline
         self.readonly = False
-        # The group writer in a process of its own (ADR 0050): started once runs write at
-        # once; until it is ready, and if it ever fails, groups are written on the thread.
+        # The group writer in a process of its own (ADR 0050): started by a lasting load of
+        # writers at once; until it is ready, and if it ever fails, the thread writes.
         self.process_writer = _PROCESS_WRITER
         self._process: WriterProcess | None = None
         self._starting: asyncio.Task[WriterProcess | None] | None = None
@@ -1160,9 +1160,9 @@ class SqliteStore(CoreStore):
 
     async def start_process_writer(self) -> bool:
         """Start the writer process now (ADR 0050): a long-lived engine that expects runs
-        to write at once pays its start before them. Otherwise it starts the first time a
-        group holds two writes. False where there is none (read-only, switched off with
-        ``LASHFLOW_SQLITE_WRITER=thread``, or it could not start)."""
+        to write at once pays its start before them. Otherwise it starts once writers at
+        once have shared 32 groups. False where there is none (read-only, switched off
+        with ``LASHFLOW_SQLITE_WRITER=thread``, or it could not start)."""
         return await self.backend.start_process_writer()
 
     @property

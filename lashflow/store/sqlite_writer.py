@@ -3,7 +3,7 @@
 The event loop and the thread that writes SQLite share one GIL, so while many runs are
 in flight they take turns: every statement hands the GIL back and waits for it again,
 and a group is written while the loop waits (ADR 0047). A second process has a GIL of
-its own. Once a store sees runs write at once, it starts one (``python -m
+its own. Once writers at once have shared enough groups, a store starts one (``python -m
 lashflow.store.sqlite_writer_child``) and sends it each group: the operations, pickled, in
 a length-prefixed frame on the child's stdin; the child writes them with the very code the
 writer thread runs (``SqliteBackend.write_group``) on a connection of its own, and
@@ -139,11 +139,6 @@ class WriterProcess:
         self._waiting.append(waiter)
         stdin.write(frame(payload))  # type: ignore[attr-defined]
         return waiter
-
-    @property
-    def busy(self) -> bool:
-        """Groups sent and not answered yet."""
-        return bool(self._waiting)
 
     async def idle(self) -> None:
         """Until every group sent is answered (or failed)."""
