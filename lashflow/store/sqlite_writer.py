@@ -66,7 +66,7 @@ class _Answers(asyncio.SubprocessProtocol):
             self._writer.fail("its answers ended")
 
     def process_exited(self) -> None:
-        self._writer.fail("it exited")
+        self._writer.exited()
 
 
 class WriterProcess:
@@ -113,11 +113,14 @@ class WriterProcess:
             if not waiter.done():
                 waiter.set_result(answer)
 
+    def exited(self) -> None:
+        if not self._exited.done():
+            self._exited.set_result(None)
+        self.fail("it exited")
+
     def fail(self, why: str) -> None:
         if not self._ready.done():
             self._ready.set_result(f"{why} before it was ready")
-        if why == "it exited" and not self._exited.done():
-            self._exited.set_result(None)
         if self.failure is not None:
             return
         self.failure = why

@@ -5,6 +5,7 @@ parent that dies, and close."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import pickle
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
@@ -63,7 +64,7 @@ async def write_everything(store: SqliteStore, runs: int = 12) -> list[Any]:
     for run_id in ids:
         await store.create_run(make_run(run_id))
     generations = {run_id: await store.claim(run_id, "w1", ttl=60, now=1.0) for run_id in ids}
-    with contextlib_writers(store, runs):
+    with registered_writers(store, runs):
         for seq in (1, 2, 3):
             await asyncio.gather(*(store.commit(step_commit(
                 run_id, generations[run_id], seq, big=(seq == 2 and run_id == "r03"),
@@ -77,18 +78,26 @@ async def write_everything(store: SqliteStore, runs: int = 12) -> list[Any]:
     return read
 
 
-class contextlib_writers:
-    """``runs`` registered writers (a group of that many writes is what the engine makes)."""
-
-    def __init__(self, store: SqliteStore, runs: int) -> None:
-        self.leases = [store.register_writer() for _ in range(runs)]
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        for lease in self.leases:
+@contextlib.contextmanager
+def registered_writers(store: SqliteStore, count: int) -> Iterator[None]:
+    """``count`` registered writers (a group of that many writes is what the engine makes)."""
+    leases = [store.register_writer() for _ in range(count)]
+    try:
+        yield
+    finally:
+        for lease in leases:
             lease.release()
+
+
+@contextlib.asynccontextmanager
+async def with_child(path: Path) -> AsyncIterator[SqliteStore]:
+    """A store whose writer process is started (and closed with it)."""
+    store = await opened(path, process=True)
+    try:
+        assert await store.start_process_writer()
+        yield store
+    finally:
+        await store.close()
 
 
 def count_thread_groups(store: SqliteStore) -> list[int]:
@@ -159,12 +168,12 @@ async def test_the_writer_process_starts_for_a_lasting_load_only(
         for run_id in ids:
             await store.create_run(make_run(run_id))
         gens = {run_id: await store.claim(run_id, "w1", ttl=60, now=1.0) for run_id in ids}
-        with contextlib_writers(store, 1):
+        with registered_writers(store, 1):
             for seq in range(1, 41):
                 await store.commit(step_commit("a", gens["a"], seq))
         assert backend._starting is None
         seq = 40
-        with contextlib_writers(store, 2):
+        with registered_writers(store, 2):
             for _ in range(31):
                 seq += 1
                 await asyncio.gather(*(store.commit(step_commit(r, gens[r], seq)) for r in ids))
@@ -184,16 +193,14 @@ async def test_the_writer_process_starts_for_a_lasting_load_only(
 
 
 async def test_a_moved_lease_is_fenced_inside_the_processs_group(tmp_path: Path) -> None:
-    store = await opened(tmp_path / "fence.db", process=True)
-    try:
-        assert await store.start_process_writer()
+    async with with_child(tmp_path / "fence.db") as store:
         for run_id in ("kept", "moved"):
             await store.create_run(make_run(run_id))
         kept = await store.claim("kept", "w1", ttl=60, now=1.0)
         old = await store.claim("moved", "w1", ttl=1, now=1.0)
         new = await store.claim("moved", "w2", ttl=60, now=10.0)  # the lease expired: taken
         assert old is not None and new is not None and new != old
-        with contextlib_writers(store, 2):
+        with registered_writers(store, 2):
             results = await asyncio.gather(store.commit(step_commit("kept", kept, 1)),
                                            store.commit(step_commit("moved", old, 1)),
                                            return_exceptions=True)
@@ -201,14 +208,10 @@ async def test_a_moved_lease_is_fenced_inside_the_processs_group(tmp_path: Path)
         assert isinstance(results[1], Fenced) and "moved" in str(results[1])
         assert [s.step_key for s in (await store.load_journal("kept"))[0]] == ["site:1"]
         assert (await store.load_journal("moved"))[0] == []
-    finally:
-        await store.close()
 
 
 async def test_a_group_that_cannot_travel_is_written_on_the_thread(tmp_path: Path) -> None:
-    store = await opened(tmp_path / "local.db", process=True)
-    try:
-        assert await store.start_process_writer()
+    async with with_child(tmp_path / "local.db") as store:
         on_thread = count_thread_groups(store)
         backend: Any = store.backend
         travels = functools.partial(programs.one, "put_setting", SETTING_PREFIX + "a", "1")
@@ -220,16 +223,12 @@ async def test_a_group_that_cannot_travel_is_written_on_the_thread(tmp_path: Pat
         assert [ok for ok, _ in await backend.apply_group([stays, travels])] == [True, True]
         assert on_thread[0] == 1
         assert (await store.setting("a"), await store.setting("b")) == ("1", "2")
-    finally:
-        await store.close()
 
 
 async def test_a_killed_writer_process_fails_only_its_groups(tmp_path: Path) -> None:
     """Its groups' writers are told the outcome is unknown; the thread writes from then
     on; a write tried again lands once."""
-    store = await opened(tmp_path / "killed.db", process=True)
-    try:
-        assert await store.start_process_writer()
+    async with with_child(tmp_path / "killed.db") as store:
         pid = store.writer_pid
         assert pid is not None
         ids = [f"r{i}" for i in range(10)]
@@ -238,7 +237,7 @@ async def test_a_killed_writer_process_fails_only_its_groups(tmp_path: Path) -> 
         generations = {run_id: await store.claim(run_id, "w1", ttl=60, now=1.0) for run_id in ids}
         os.kill(pid, signal.SIGKILL)  # the child this store started, by its id
         wait_for_exit(pid)
-        with contextlib_writers(store, len(ids)):
+        with registered_writers(store, len(ids)):
             results = await asyncio.gather(*(store.commit(step_commit(
                 run_id, generations[run_id], 1)) for run_id in ids), return_exceptions=True)
             for run_id, result in zip(ids, results):
@@ -249,8 +248,6 @@ async def test_a_killed_writer_process_fails_only_its_groups(tmp_path: Path) -> 
         assert not store.backend.pipelines
         for run_id in ids:
             assert [s.step_key for s in (await store.load_journal(run_id))[0]] == ["site:1"]
-    finally:
-        await store.close()
 
 
 async def test_a_ctrl_c_to_the_process_group_leaves_the_writer_writing(
@@ -258,9 +255,7 @@ async def test_a_ctrl_c_to_the_process_group_leaves_the_writer_writing(
     """SIGINT and SIGTERM reach every process of a terminal's or a service's group: the
     parent closes cleanly on them, and its writer must still be there to write what it
     holds."""
-    store = await opened(tmp_path / "ctrl-c.db", process=True)
-    try:
-        assert await store.start_process_writer()
+    async with with_child(tmp_path / "ctrl-c.db") as store:
         pid = store.writer_pid
         assert pid is not None
         os.kill(pid, signal.SIGINT)
@@ -269,8 +264,6 @@ async def test_a_ctrl_c_to_the_process_group_leaves_the_writer_writing(
         written = await write_everything(store, runs=4)
         assert written[0] == "finished" and on_thread[0] == 0
         assert store.backend.pipelines and store.writer_pid == pid
-    finally:
-        await store.close()
 
 
 async def test_a_writer_process_that_cannot_start_leaves_the_thread_writing(
